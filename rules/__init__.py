@@ -1,0 +1,1 @@
+"""Built-in rule pack (installed as watcher.rules)."""

@@ -1,0 +1,197 @@
+"""The normalised event: one shape for rules, whatever source the event came from.
+
+The control channel serves three projections of a transcript event (metadata,
+truncated content, raw ``full``); ``.eval`` logs hold raw events. Rules must
+not care which they got, so every source passes its events through
+:func:`normalise`, which produces a plain ``dict`` with:
+
+common
+    ``type`` (``model``, ``tool``, ``error`` …), ``uuid``, ``span_id``,
+    ``timestamp`` (unix seconds, float), ``pending`` (bool).
+model
+    ``model``, ``tokens``, ``stop_reason``, ``has_error``, and at the content
+    tier ``completion`` and ``error``; at the ``full`` tier also ``tool_calls``
+    (``[{"function", "arguments"}]``) and ``tools`` (names offered).
+tool
+    ``id``, ``function``, ``has_error``; at the content tier ``arguments``
+    (text), ``args`` (parsed object, or ``None`` when the text was truncated or
+    not JSON), ``result`` and ``error`` (message).
+error
+    at the content tier ``error`` (message).
+info
+    ``source``; at the content tier ``data``.
+
+Any other field the server sent passes through untouched, and so do event types
+we do not know. Text fields are agent-controlled: treat them as untrusted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+Event = dict[str, Any]
+Tier = Literal["metadata", "content", "full"]
+TIERS: tuple[Tier, ...] = ("metadata", "content", "full")
+
+# The server's default "high-signal" type filter (inspect_ai._control.events).
+HIGH_SIGNAL_TYPES = frozenset(
+    {
+        "model", "tool", "error", "score", "approval", "review", "sentinel",
+        "input", "sandbox", "logger", "info", "sample_limit", "interrupt",
+    }
+)
+
+# Width the control channel truncates content-tier text to; the log source
+# applies the same so a live watch and a post-hoc read see the same text.
+CONTENT_WIDTH = 256
+
+
+def tier_rank(tier: Tier) -> int:
+    """Order of tiers: a rule needing ``content`` is satisfied by ``full``."""
+    return TIERS.index(tier)
+
+
+def truncate(text: str, width: int = CONTENT_WIDTH) -> str:
+    """The control channel's content-tier truncation (newlines flattened)."""
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def to_text(value: Any) -> str:
+    """Serialise a tool argument/result/data value the way the server does."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def parse_args(text: Any) -> Any:
+    """Tool arguments as an object when the text is complete JSON, else ``None``."""
+    if isinstance(text, dict):
+        return text
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _timestamp(value: Any) -> float | None:
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        from datetime import datetime
+
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def normalise(raw: dict[str, Any], tier: Tier = "content") -> Event:
+    """Normalise one event as served (compact or ``full``) or as logged (raw).
+
+    A compact event (has ``has_error`` or lacks raw payload keys) keeps its
+    fields; a raw one is projected to the same compact fields, truncated as the
+    server would at the ``content`` tier and kept whole at ``full``. The raw
+    form stays available under ``raw`` at the ``full`` tier.
+    """
+    etype = str(raw.get("type") or raw.get("event") or "unknown")
+    is_raw = _looks_raw(etype, raw)
+    out: Event = dict(raw) if not is_raw else {}
+    out["type"] = etype
+    out.setdefault("event", etype)
+    out["uuid"] = raw.get("uuid")
+    out["span_id"] = raw.get("span_id")
+    out["timestamp"] = _timestamp(raw.get("timestamp"))
+    out["pending"] = bool(raw.get("pending"))
+    if is_raw:
+        _project_raw(out, etype, raw, tier)
+        if tier == "full":
+            out["raw"] = raw
+    elif etype == "tool":
+        out["args"] = parse_args(out.get("arguments"))
+    return out
+
+
+def _looks_raw(etype: str, raw: dict[str, Any]) -> bool:
+    if "has_error" in raw:
+        return False
+    if etype == "model":
+        return "output" in raw or "input" in raw
+    if etype == "tool":
+        return isinstance(raw.get("arguments"), dict) or "result" in raw and "function" in raw
+    if etype == "error":
+        return isinstance(raw.get("error"), dict)
+    if etype == "info":
+        return "data" in raw and "source" in raw and not isinstance(raw.get("data"), str)
+    return False
+
+
+def _text(value: Any, tier: Tier) -> str:
+    text = to_text(value)
+    return text if tier == "full" else truncate(text)
+
+
+def _project_raw(out: Event, etype: str, raw: dict[str, Any], tier: Tier) -> None:
+    """Project a raw (logged or ``full``) event onto the compact field names."""
+    content = tier != "metadata"
+    if etype == "model":
+        output = raw.get("output") or {}
+        usage = output.get("usage") or {}
+        out["model"] = raw.get("model")
+        out["tokens"] = usage.get("total_tokens") if usage else None
+        out["stop_reason"] = output.get("stop_reason")
+        out["has_error"] = raw.get("error") is not None
+        choices = output.get("choices") or []
+        message = (choices[0] or {}).get("message", {}) if choices else {}
+        calls = message.get("tool_calls") or []
+        if tier == "full":  # the compact projection has neither: keep tiers comparable
+            out["tool_calls"] = [
+                {"function": c.get("function"), "arguments": c.get("arguments")} for c in calls
+            ]
+            out["tools"] = [t.get("name") for t in raw.get("tools") or [] if isinstance(t, dict)]
+        if content:
+            out["completion"] = _text(output.get("completion") or _message_text(message), tier)
+            out["error"] = raw.get("error")
+    elif etype == "tool":
+        out["id"] = raw.get("id")
+        out["function"] = raw.get("function")
+        err = raw.get("error")
+        out["has_error"] = err is not None
+        if content:
+            arguments = _text(raw.get("arguments"), tier)
+            out["arguments"] = arguments
+            out["args"] = parse_args(arguments)
+            out["result"] = _text(raw.get("result"), tier)
+            out["error"] = (err or {}).get("message") if isinstance(err, dict) else err
+    elif etype == "error":
+        if content:
+            err = raw.get("error") or {}
+            out["error"] = err.get("message") if isinstance(err, dict) else err
+    elif etype == "info":
+        out["source"] = raw.get("source")
+        if content:
+            out["data"] = _text(raw.get("data"), tier)
+    else:
+        for key, value in raw.items():
+            out.setdefault(key, value)
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""

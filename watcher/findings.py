@@ -1,0 +1,177 @@
+"""The finding: one immutable value every reporter renders from.
+
+A finding is one episode of one rule on one sample attempt. The engine keeps a
+mutable record per episode and emits a new :class:`Finding` snapshot each time a
+reporter should hear about it (new, escalated, ended); snapshots of one episode
+share ``id`` so JSONL consumers can fold them. ``to_dict`` is the only
+serialisation (schema version :data:`SCHEMA`), documented in docs/findings.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+SCHEMA = 1
+
+Confidence = Literal["low", "medium", "high"]
+Severity = Literal["info", "warning", "critical"]
+Status = Literal["open", "escalated", "ended"]
+
+CONFIDENCE_LEVELS: tuple[Confidence, ...] = ("low", "medium", "high")
+SEVERITY_LEVELS: tuple[Severity, ...] = ("info", "warning", "critical")
+
+
+def confidence_rank(level: str) -> int:
+    """Order of confidence levels (``low`` < ``medium`` < ``high``)."""
+    return CONFIDENCE_LEVELS.index(level)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class SampleRef:
+    """Which sample attempt a finding or notice is about."""
+
+    task: str
+    task_id: str
+    eval_id: str
+    model: str
+    sample_id: str
+    epoch: int
+    attempt: int = 1
+    log_location: str | None = None
+    pid: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """Identity of the sample across attempts."""
+        return (self.eval_id, self.sample_id, self.epoch)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a finding rests on. ``excerpts`` hold agent-written (untrusted) text."""
+
+    event_uuids: tuple[str, ...] = ()
+    timestamps: tuple[float, ...] = ()
+    excerpts: tuple[str, ...] = ()
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event_uuids": list(self.event_uuids),
+            "timestamps": list(self.timestamps),
+            "agent_text": list(self.excerpts),
+            "facts": dict(self.facts),
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A snapshot of one rule episode on one sample attempt."""
+
+    id: str
+    rule: str
+    title: str
+    category: str
+    severity: Severity
+    confidence: Confidence
+    score: float
+    confidence_reason: str
+    sample: SampleRef
+    summary: str
+    evidence: Evidence
+    first_seen: float
+    last_seen: float
+    count: int
+    status: Status
+    handoff: str
+    episode: int = 1
+
+    def sort_key(self) -> tuple[Any, ...]:
+        """Stable order: by time, then sample, then rule."""
+        return (self.first_seen, self.sample.key, self.sample.attempt, self.rule, self.episode)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSONL record (schema 1)."""
+        s = self.sample
+        return {
+            "schema": SCHEMA,
+            "kind": "finding",
+            "id": self.id,
+            "rule": self.rule,
+            "title": self.title,
+            "category": self.category,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "score": round(self.score, 3),
+            "confidence_reason": self.confidence_reason,
+            "task": s.task,
+            "task_id": s.task_id,
+            "eval_id": s.eval_id,
+            "model": s.model,
+            "sample_id": s.sample_id,
+            "epoch": s.epoch,
+            "attempt": s.attempt,
+            "log_location": s.log_location,
+            "summary": self.summary,
+            "evidence": self.evidence.to_dict(),
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "count": self.count,
+            "status": self.status,
+            "episode": self.episode,
+            "handoff": self.handoff,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        """Inverse of :meth:`to_dict` (for ``report`` over JSONL files)."""
+        ev = d.get("evidence") or {}
+        return cls(
+            id=d["id"], rule=d["rule"], title=d.get("title", d["rule"]),
+            category=d.get("category", ""), severity=d.get("severity", "warning"),
+            confidence=d.get("confidence", "low"), score=float(d.get("score", 0.0)),
+            confidence_reason=d.get("confidence_reason", ""),
+            sample=SampleRef(
+                task=d.get("task", ""), task_id=d.get("task_id", ""),
+                eval_id=d.get("eval_id", ""), model=d.get("model", ""),
+                sample_id=str(d.get("sample_id", "")), epoch=int(d.get("epoch", 1)),
+                attempt=int(d.get("attempt", 1)), log_location=d.get("log_location"),
+            ),
+            summary=d.get("summary", ""),
+            evidence=Evidence(
+                event_uuids=tuple(ev.get("event_uuids", ())),
+                timestamps=tuple(ev.get("timestamps", ())),
+                excerpts=tuple(ev.get("agent_text", ())),
+                facts=dict(ev.get("facts", {})),
+            ),
+            first_seen=float(d.get("first_seen", 0.0)), last_seen=float(d.get("last_seen", 0.0)),
+            count=int(d.get("count", 1)), status=d.get("status", "open"),
+            handoff=d.get("handoff", ""), episode=int(d.get("episode", 1)),
+        )
+
+
+def finding_id(rule: str, sample: SampleRef, episode: int) -> str:
+    """Deterministic id: the same episode gets the same id live, post-hoc and after restart."""
+    basis = f"{rule}|{sample.eval_id}|{sample.sample_id}|{sample.epoch}|{sample.attempt}|{episode}"
+    return hashlib.sha256(basis.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the watcher itself reports: coverage gaps, processes gone, errors."""
+
+    kind: str  # e.g. "gap", "process_gone", "source_error", "attempt", "rule_error"
+    message: str
+    sample: SampleRef | None = None
+    at: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": SCHEMA, "kind": "notice", "notice": self.kind,
+                               "message": self.message, "at": self.at,
+                               "details": dict(self.details)}
+        if self.sample is not None:
+            out["sample"] = asdict(self.sample)
+        return out

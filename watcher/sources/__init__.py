@@ -1,0 +1,1 @@
+"""Event sources: the control socket, the ``inspect ctl`` CLI, log files, replays."""

@@ -1,0 +1,145 @@
+"""The one interface every event source implements.
+
+A source answers three questions, mirroring the control channel's routes:
+which tasks exist (``GET /tasks``), which samples a task has
+(``GET /evals/{id}/samples``), and a page of one sample's events
+(``GET /evals/{id}/sample/events``). Events are returned *as served* (compact
+or raw dicts); the stream normalises them. Errors are typed so the pull loop
+can tell "try again" from "this process is gone" from "this is garbage".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from watcher.events import Tier
+
+
+class SourceError(Exception):
+    """Base of every source failure; ``transient`` says whether a retry may help."""
+
+    transient = False
+
+
+class SourceBusy(SourceError):
+    """A read timed out or the server answered 503: retry later."""
+
+    transient = True
+
+
+class ProcessGone(SourceError):
+    """The eval process is gone (connection refused, socket missing)."""
+
+
+class NotFound(SourceError):
+    """The task or sample is not (or no longer) known to the source."""
+
+
+class BadResponse(SourceError):
+    """Malformed, truncated or unexpected data from the source."""
+
+
+@dataclass
+class TaskInfo:
+    """One task of one eval (a row of ``GET /tasks``, or a log file's header)."""
+
+    eval_id: str
+    task: str
+    task_id: str
+    model: str
+    status: str = "running"
+    started_at: float | None = None
+    completed_at: float | None = None
+    log_location: str | None = None
+    pid: int | None = None
+    run_id: str | None = None
+    api_version: int | None = None
+    counts: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        """The task completed (its remaining sample streams can still drain)."""
+        return self.completed_at is not None or self.status not in ("running", "started")
+
+
+@dataclass
+class SampleRow:
+    """One row of the samples listing. ``raw`` keeps every field the server sent."""
+
+    sample_id: str
+    epoch: int
+    status: str
+    retries: int = 0
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first attempt; each recorded error retry adds one."""
+        return self.retries + 1
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in ("completed", "error", "cancelled")
+
+
+@dataclass
+class SampleListing:
+    """``{as_of, samples, truncated}`` from the samples listing."""
+
+    as_of: float
+    samples: list[SampleRow]
+    truncated: bool = False
+
+
+@dataclass
+class EventPage:
+    """One page of a sample's events: ``events`` as served, ``next`` cursor, ``done``."""
+
+    events: list[dict[str, Any]]
+    next: str | None
+    done: bool
+    missed: int = 0
+
+
+class Source(Protocol):
+    """What the pull loop needs from any source."""
+
+    name: str
+
+    def tasks(self) -> list[TaskInfo]:
+        """Tasks this source can see now."""
+        ...
+
+    def samples(self, task: TaskInfo, active_since: float | None = None,
+                all_rows: bool = False) -> SampleListing:
+        """Sample rows of ``task`` (only those active since ``active_since`` if given)."""
+        ...
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: Tier, limit: int = 500) -> EventPage:
+        """A page of events after cursor ``since`` (``None`` = from the start).
+
+        ``types=None`` asks for every type; the tier selects the projection.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+def sample_row(d: dict[str, Any]) -> SampleRow:
+    """Build a :class:`SampleRow` from a listing row, tolerating missing fields."""
+    try:
+        epoch = int(d.get("epoch") or 1)
+    except (TypeError, ValueError):
+        epoch = 1
+    retries = d.get("retries") or 0
+    try:
+        retries = int(retries)
+    except (TypeError, ValueError):
+        retries = 0
+    return SampleRow(sample_id=str(d.get("sample_id")), epoch=epoch,
+                     status=str(d.get("status") or "unknown"), retries=retries, raw=d)
