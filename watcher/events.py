@@ -103,7 +103,9 @@ def normalise(raw: dict[str, Any], tier: Tier = "content") -> Event:
     server would at the ``content`` tier and kept whole at ``full``. The raw
     form stays available under ``raw`` at the ``full`` tier.
     """
-    etype = str(raw.get("type") or raw.get("event") or "unknown")
+    # ``event`` first: raw tool/sample_limit events carry their own ``type`` field
+    # (``"function"``, ``"message"`` …), which is not the event type.
+    etype = str(raw.get("event") or raw.get("type") or "unknown")
     is_raw = _looks_raw(etype, raw)
     out: Event = dict(raw) if not is_raw else {}
     out["type"] = etype
