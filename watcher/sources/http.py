@@ -1,0 +1,182 @@
+"""The control-socket source: HTTP over each eval process's AF_UNIX socket.
+
+This is the default and the cheap path: a page read costs milliseconds, where
+an ``inspect ctl`` process costs over a second of CPU. It never imports
+inspect_ai. A busy eval can stall a read for seconds (the server shares the
+eval's event loop), so timeouts and 503s are retried with jittered backoff, at
+most ``max_in_flight`` requests run at once per process, and a refused
+connection or vanished socket means the process is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from watcher.discovery import ControlServer
+from watcher.events import Tier
+from watcher.sources.base import (
+    BadResponse,
+    EventPage,
+    NotFound,
+    ProcessGone,
+    SampleListing,
+    SourceBusy,
+    SourceError,
+    TaskInfo,
+    sample_row,
+)
+
+
+class HttpSource:
+    """One eval process's control server."""
+
+    name = "http"
+
+    def __init__(self, server: ControlServer, *, timeout: float = 5.0, retries: int = 3,
+                 backoff: float = 0.25, max_in_flight: int = 4) -> None:
+        self.server = server
+        self.retries = retries
+        self.backoff = backoff
+        self._gate = threading.BoundedSemaphore(max_in_flight)
+        self._client = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(server.socket_path)),
+            base_url="http://inspect-control",
+            timeout=httpx.Timeout(timeout, connect=2.0),
+        )
+        self.requests = 0
+
+    # -- transport ---------------------------------------------------------
+
+    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """GET ``path`` as JSON, retrying what a retry can fix."""
+        clean = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        last: SourceError | None = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random()))
+            try:
+                with self._gate:
+                    self.requests += 1
+                    response = self._client.get(path, params=clean)
+            except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as e:
+                raise ProcessGone(f"pid {self.server.pid}: {e}") from e
+            except httpx.TimeoutException as e:
+                last = SourceBusy(f"pid {self.server.pid}: {path} timed out")
+                last.__cause__ = e
+                continue
+            except httpx.RemoteProtocolError as e:
+                # a server that died mid-response, or one that wrote garbage
+                last = BadResponse(f"pid {self.server.pid}: {path}: {e}")
+                continue
+            except httpx.HTTPError as e:
+                raise ProcessGone(f"pid {self.server.pid}: {e}") from e
+            if response.status_code == 503:
+                last = SourceBusy(f"pid {self.server.pid}: {path} answered 503")
+                continue
+            if response.status_code == 404:
+                raise NotFound(_error_text(response))
+            if response.status_code >= 400:
+                raise BadResponse(f"{path}: HTTP {response.status_code}: {_error_text(response)}")
+            try:
+                return response.json()
+            except (ValueError, UnicodeDecodeError) as e:
+                last = BadResponse(f"pid {self.server.pid}: {path}: malformed JSON ({e})")
+                continue
+        assert last is not None
+        raise last
+
+    # -- Source ------------------------------------------------------------
+
+    def tasks(self) -> list[TaskInfo]:
+        rows = self._get("/tasks")
+        if not isinstance(rows, list):
+            raise BadResponse(f"pid {self.server.pid}: /tasks is not a list")
+        return [task_info(row, self.server.pid) for row in rows if isinstance(row, dict)]
+
+    def samples(self, task: TaskInfo, active_since: float | None = None,
+                all_rows: bool = False) -> SampleListing:
+        body = self._get(f"/evals/{task.eval_id}/samples",
+                         {"active_since": active_since, "all": all_rows or None})
+        if not isinstance(body, dict) or not isinstance(body.get("samples"), list):
+            raise BadResponse(f"pid {self.server.pid}: malformed samples listing")
+        return SampleListing(
+            as_of=float(body.get("as_of") or time.time()),
+            samples=[sample_row(r) for r in body["samples"] if isinstance(r, dict)],
+            truncated=bool(body.get("truncated")),
+        )
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: Tier, limit: int = 500) -> EventPage:
+        params: dict[str, Any] = {
+            "sample_id": sample_id, "epoch": epoch, "since": since, "limit": limit,
+            "type": ",".join(sorted(types)) if types else "all",
+            "content": tier == "content" or None, "full": tier == "full" or None,
+        }
+        body = self._get(f"/evals/{task.eval_id}/sample/events", params)
+        return event_page(body, f"pid {self.server.pid}")
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _param(value: Any) -> Any:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return value
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        if isinstance(body, dict):
+            return str(body.get("error") or body.get("detail") or body)
+    except ValueError:
+        pass
+    return response.text[:200]
+
+
+def event_page(body: Any, where: str) -> EventPage:
+    """Validate an events envelope from the server (or the CLI's ``--json``)."""
+    if not isinstance(body, dict) or not isinstance(body.get("events"), list):
+        raise BadResponse(f"{where}: malformed events page")
+    events = [e for e in body["events"] if isinstance(e, dict)]
+    try:
+        missed = int(body.get("missed") or 0)
+    except (TypeError, ValueError):
+        missed = 0
+    nxt = body.get("next")
+    return EventPage(events=events, next=str(nxt) if nxt else None,
+                     done=bool(body.get("done")), missed=missed)
+
+
+def task_info(row: dict[str, Any], pid: int | None) -> TaskInfo:
+    """A ``/tasks`` row (or the CLI's JSON row) as :class:`TaskInfo`."""
+    def num(key: str) -> float | None:
+        value = row.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    api = row.get("api_version")
+    return TaskInfo(
+        eval_id=str(row.get("eval_id") or ""), task=str(row.get("task") or ""),
+        task_id=str(row.get("task_id") or ""), model=str(row.get("model") or ""),
+        status=str(row.get("status") or "running"), started_at=num("started_at"),
+        completed_at=num("completed_at"), log_location=row.get("log_location"),
+        pid=pid, run_id=row.get("run_id"), api_version=api if isinstance(api, int) else None,
+        counts=dict(row.get("samples") or {}), raw=row,
+    )
+
+
+def decode_json(text: str, where: str) -> Any:
+    """Parse JSON or raise :class:`BadResponse` naming where it came from."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise BadResponse(f"{where}: malformed JSON ({e})") from e

@@ -1,0 +1,214 @@
+"""The cursored pull loop for one sample: every event once, in order, completed.
+
+The control channel's cursor moves past an event the moment it is served, even
+when the event is still ``pending`` (a tool call or model generation in flight,
+later updated *in place* at the same offset). So the stream remembers the
+cursor of the page where the oldest still-pending event was served and
+re-reads from there on the next poll, skipping what it already delivered, until
+that event completes. Rules only ever see completed events, exactly once; what
+is still in flight is exposed (``in_flight``) for stall detection.
+
+A retried sample starts a new event sequence under a new cursor nonce: when the
+listing's retry count rises (or the server's cursor nonce changes) the stream
+starts over from the beginning and labels what follows with the new attempt.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from watcher.events import Event, Tier, normalise
+from watcher.sources.base import EventPage, Source, TaskInfo
+
+# Stop re-reading for a pending event once this many events follow it: an
+# event that stays pending that long is reported as a gap, not re-walked forever.
+MAX_PENDING_WINDOW = 5000
+# Pages read per poll before yielding to other samples.
+MAX_PAGES_PER_POLL = 20
+
+
+@dataclass
+class StreamItem:
+    """What one poll produced: completed events and notices, in order."""
+
+    events: list[Event] = field(default_factory=list)
+    notices: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    new_attempt: int | None = None
+    attempt_boundary: int = 0  # events before this index belong to the previous attempt
+    done: bool = False
+
+
+def cursor_nonce(cursor: str | None) -> str | None:
+    """Best-effort peek at the attempt nonce inside a control-channel cursor.
+
+    Cursors are opaque; this is only used to notice a new attempt early. If the
+    format ever changes it returns ``None`` and the listing's retry count still
+    catches the new attempt.
+    """
+    if not cursor:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
+        return str(data["n"]) if isinstance(data, dict) and "n" in data else None
+    except (ValueError, KeyError, TypeError, UnicodeError):
+        return None
+
+
+def _key(event: dict[str, Any]) -> str:
+    uuid = event.get("uuid")
+    if uuid:
+        return str(uuid)
+    kind = event.get("event") or event.get("type")
+    return f"{kind}|{event.get('timestamp')}|{event.get('span_id')}"
+
+
+class SampleStream:
+    """Pull-loop state for one sample (all attempts)."""
+
+    def __init__(self, task: TaskInfo, sample_id: str, epoch: int, *,
+                 types: frozenset[str] | None, tier: Tier, page_limit: int = 500) -> None:
+        self.task = task
+        self.sample_id = sample_id
+        self.epoch = epoch
+        self.types = types
+        self.tier = tier
+        self.page_limit = page_limit
+        self.attempt = 1
+        self.cursor: str | None = None
+        self.nonce: str | None = None
+        self.done = False
+        # where to re-read from while an event is pending: (cursor,), cursor may be None
+        self._reread: tuple[str | None] | None = None
+        self._seen: OrderedDict[str, bool] = OrderedDict()  # key -> delivered complete
+        self.in_flight: dict[str, Event] = {}
+        self.delivered = 0
+        self.last_event_at: float | None = None
+        self.last_change_at: float = time.time()
+        self.polls_without_change = 0
+        self.last_event: Event | None = None
+
+    # -- state for --state files -------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Resumable position: replaying from here repeats nothing delivered."""
+        return {"attempt": self.attempt, "cursor": self.cursor, "nonce": self.nonce,
+                "reread": list(self._reread) if self._reread is not None else None,
+                "done": self.done,
+                "seen": [k for k, complete in self._seen.items() if complete]}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        self.attempt = int(snap.get("attempt") or 1)
+        self.cursor = snap.get("cursor")
+        self.nonce = snap.get("nonce")
+        reread = snap.get("reread")
+        self._reread = (reread[0],) if isinstance(reread, list) and reread else None
+        self.done = bool(snap.get("done"))
+        self._seen = OrderedDict((k, True) for k in snap.get("seen") or [])
+
+    # -- attempts ------------------------------------------------------------
+
+    def start_attempt(self, attempt: int) -> None:
+        """A new attempt: its events are a new sequence from the beginning."""
+        self.attempt = attempt
+        self.cursor = None
+        self.nonce = None
+        self._reread = None
+        self._seen.clear()
+        self.in_flight.clear()
+        self.done = False
+        self.last_event = None
+
+    # -- polling ---------------------------------------------------------------
+
+    def poll(self, source: Source, now: float | None = None) -> StreamItem:
+        """Read until caught up (bounded), returning newly completed events."""
+        item = StreamItem()
+        page_start = self._reread[0] if self._reread is not None else self.cursor
+        reread: tuple[str | None] | None = None
+        changed = False
+        for _ in range(MAX_PAGES_PER_POLL):
+            page: EventPage = source.events(
+                self.task, self.sample_id, self.epoch, since=page_start, types=self.types,
+                tier=self.tier, limit=self.page_limit,
+            )
+            nonce = cursor_nonce(page.next)
+            if nonce is not None and self.nonce is not None and nonce != self.nonce:
+                # a stale cursor: the server restarted us at offset 0 of a new attempt
+                item.attempt_boundary = len(item.events)
+                self.start_attempt(self.attempt + 1)
+                item.new_attempt = self.attempt
+                reread = None
+            if nonce is not None:
+                self.nonce = nonce
+            if page.missed:
+                item.notices.append(("gap", f"the server reports {page.missed} events missed",
+                                     {"missed": page.missed}))
+            for raw in page.events:
+                k = _key(raw)
+                if self._seen.get(k):
+                    continue
+                if raw.get("pending"):
+                    if reread is None:
+                        reread = (page_start,)
+                    if k not in self.in_flight:
+                        changed = True
+                    self.in_flight[k] = normalise(raw, self.tier)
+                    self._seen[k] = False
+                    continue
+                event = normalise(raw, self.tier)
+                event["attempt"] = self.attempt
+                self.in_flight.pop(k, None)
+                self._seen[k] = True
+                item.events.append(event)
+                changed = True
+            advanced = page.next is not None and page.next != page_start
+            if page.next is not None:
+                page_start = page.next
+            if page.done:
+                item.done = True
+                break
+            if not advanced:
+                break
+        self.cursor = page_start
+        self._reread = reread if self.in_flight else None
+        self._trim(item)
+        now = now if now is not None else time.time()
+        if item.done:
+            self.done = True
+            for k, ev in list(self.in_flight.items()):
+                item.notices.append(("pending_at_end",
+                                     f"{ev.get('type')} event still pending when the sample ended",
+                                     {"uuid": k, "function": ev.get("function")}))
+            self.in_flight.clear()
+            self._reread = None
+        if item.events:
+            self.delivered += len(item.events)
+            self.last_event = item.events[-1]
+            ts = item.events[-1].get("timestamp")
+            self.last_event_at = ts if isinstance(ts, float) else now
+        if changed:
+            self.last_change_at = now
+            self.polls_without_change = 0
+        else:
+            self.polls_without_change += 1
+        return item
+
+    def _trim(self, item: StreamItem) -> None:
+        """Bound memory: forget delivered keys once nothing pending needs them."""
+        if not self.in_flight and self._reread is None:
+            self._seen.clear()
+            return
+        while len(self._seen) > MAX_PENDING_WINDOW:
+            k, complete = self._seen.popitem(last=False)
+            if not complete and k in self.in_flight:
+                ev = self.in_flight.pop(k)
+                item.notices.append(("gap", "an event stayed pending for more than "
+                                     f"{MAX_PENDING_WINDOW} later events; no longer re-read",
+                                     {"uuid": k, "type": ev.get("type")}))
+        if not self.in_flight:
+            self._reread = None
