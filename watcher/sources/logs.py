@@ -1,0 +1,449 @@
+"""A :class:`~watcher.sources.base.Source` over Inspect log files (post-hoc or partly flushed).
+
+Reads ``.eval`` and ``.json`` logs from a directory, a single log file, or any
+URL Inspect's log reader accepts (``s3://``, ``memory://``, ``file://`` …), and
+answers the same three questions as the control channel, in the same shapes,
+so rules see identical input whether they watched a live run or read its log:
+
+* ``tasks()`` — one :class:`TaskInfo` per log file, from its header.
+* ``samples()`` — listing rows built from the sample summaries (cheap: no
+  event is parsed), with the fields and status logic of the live listing.
+* ``events()`` — pages of one sample's raw events (``model_dump(mode="json")``,
+  i.e. what the server's ``full`` tier sends) with **attachments resolved**, so
+  the stream's ``normalise(raw, tier)`` projects and truncates them exactly as
+  the server would. Cursors use the server's encoding and nonce (sample uuid +
+  attempt), so a cursor issued by a live server for the same sample attempt
+  stays valid here.
+
+``inspect_ai`` is imported inside functions only: importing it costs seconds,
+and the live path must not pay for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from watcher.attachments import resolve_attachments
+from watcher.events import Tier
+from watcher.sources.base import (
+    BadResponse,
+    EventPage,
+    NotFound,
+    SampleListing,
+    SampleRow,
+    SourceError,
+    TaskInfo,
+    sample_row,
+)
+
+LOG_SUFFIXES = (".eval", ".json")
+
+
+def encode_cursor(nonce: str, offset: int) -> str:
+    """The control channel's cursor token for ``(nonce, offset)``."""
+    raw = json.dumps({"n": nonce, "i": offset}, separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def decode_cursor(token: str | None) -> tuple[str | None, int]:
+    """``(nonce, offset)`` of a cursor; a missing or garbled one means "from the start"."""
+    if not token:
+        return None, 0
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
+        return str(data["n"]), max(0, int(data["i"]))
+    except (ValueError, KeyError, TypeError):
+        return None, 0
+
+
+def attempt_nonce(uuid: str | None, sample_id: Any, epoch: int, attempts: int) -> str:
+    """The server's nonce for one attempt of a sample (see ``_attempt_nonce`` in inspect)."""
+    return f"{uuid or f'{sample_id}:{epoch}'}:{attempts}"
+
+
+def to_unix(value: Any) -> float | None:
+    """An ISO string or datetime (as found in log headers/summaries) as unix seconds."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        return None
+
+
+def _is_cancellation(message: str | None) -> bool:
+    try:
+        from inspect_ai._util.error import is_cancellation_message
+    except ImportError:  # private helper moved: fall back to its core test
+        return message is not None and message.startswith("CancelledError(")
+    return is_cancellation_message(message)
+
+
+def summary_row(summary: Any) -> dict[str, Any]:
+    """A listing row from an ``EvalSampleSummary``, shaped like the live listing's."""
+    error = summary.error
+    if error is not None and _is_cancellation(error):
+        status, error = "cancelled", None
+    elif error is not None:
+        status = "error"
+    elif summary.completed:
+        status = "completed"
+    else:
+        status = "running"
+    usage = summary.model_usage or {}
+    return {
+        "sample_id": str(summary.id),
+        "epoch": summary.epoch,
+        "status": status,
+        "started_at": to_unix(summary.started_at),
+        "completed_at": to_unix(summary.completed_at),
+        "total_time": summary.total_time,
+        "total_tokens": sum(u.total_tokens or 0 for u in usage.values()),
+        "message_count": summary.message_count,
+        "turn_count": summary.turn_count,
+        "scores": {name: s.value for name, s in (summary.scores or {}).items()},
+        "error": error,
+        "retries": summary.retries or 0,
+        "limit": summary.limit,
+        "limit_reason": summary.limit_reason,
+        "uuid": summary.uuid,
+    }
+
+
+@dataclass
+class _LogEntry:
+    """What we know of one log file; dropped when its size or mtime changes."""
+
+    location: str
+    stamp: tuple[Any, Any]
+    task: TaskInfo
+    summaries: list[Any] | None = None
+    ids: dict[tuple[str, int], Any] = field(default_factory=dict)
+
+
+@dataclass
+class _ParsedSample:
+    """A sample's unresolved event dumps plus what resolving and paging them needs."""
+
+    nonce: str
+    events: list[dict[str, Any]]
+    attachments: dict[str, str]
+
+
+class LogSource:
+    """Inspect logs as a :class:`Source`.
+
+    ``log_dir`` may be a directory (searched recursively), one log file, or a
+    URL. An unreadable log in a directory is skipped and recorded in
+    :attr:`unreadable` (one corrupt file must not hide the others) unless
+    ``strict``; a single unreadable file always raises :class:`BadResponse`.
+    """
+
+    name = "logs"
+
+    def __init__(self, log_dir: str, *, recursive: bool = True, strict: bool = False,
+                 cache_size: int = 4, fs_options: dict[str, Any] | None = None) -> None:
+        self.log_dir = log_dir
+        self.recursive = recursive
+        self.strict = strict
+        self.cache_size = max(1, cache_size)
+        self.fs_options = fs_options or {}
+        self.unreadable: dict[str, str] = {}
+        self._logs: dict[str, _LogEntry] = {}
+        self._samples: OrderedDict[tuple[str, str, int], _ParsedSample] = OrderedDict()
+        self._json_logs: OrderedDict[str, Any] = OrderedDict()
+        self._notices: list[str] = []
+
+    # -- listing -----------------------------------------------------------
+
+    def _single_file(self) -> bool:
+        return self.log_dir.rstrip("/").endswith(LOG_SUFFIXES)
+
+    def _list(self) -> list[Any]:
+        from inspect_ai.log import list_eval_logs
+
+        try:
+            infos = list_eval_logs(self.log_dir, recursive=self.recursive,
+                                   fs_options=self.fs_options)
+        except Exception as ex:  # any reader failure is the source's
+            raise BadResponse(f"{self.log_dir}: cannot list logs: {ex}") from ex
+        if not infos and self._single_file():
+            raise NotFound(f"{self.log_dir}: no such log file")
+        return infos
+
+    def tasks(self) -> list[TaskInfo]:
+        """One task per readable log file, oldest first."""
+        infos = self._list()
+        seen: set[str] = set()
+        out: list[TaskInfo] = []
+        for info in infos:
+            seen.add(info.name)
+            try:
+                out.append(self._entry(info.name, (info.size, info.mtime)).task)
+            except BadResponse as ex:
+                if self.strict or self._single_file():
+                    raise
+                self.unreadable[info.name] = str(ex)
+        for gone in set(self._logs) - seen:
+            self._forget(gone)
+        out.sort(key=lambda t: (t.started_at or 0.0, t.log_location or ""))
+        return out
+
+    def _entry(self, location: str, stamp: tuple[Any, Any]) -> _LogEntry:
+        entry = self._logs.get(location)
+        if entry is not None and entry.stamp == stamp:
+            return entry
+        if entry is not None:
+            self._forget(location)
+        from inspect_ai.log import read_eval_log
+
+        try:
+            log = read_eval_log(location, header_only=True)
+        except Exception as ex:
+            raise BadResponse(f"{location}: unreadable log: {ex}") from ex
+        entry = _LogEntry(location=location, stamp=stamp, task=_task_info(log, location))
+        self._logs[location] = entry
+        self.unreadable.pop(location, None)
+        try:
+            entry.task.counts = _counts(self._summaries(entry))
+        except BadResponse as ex:
+            self._forget(location)
+            raise ex
+        return entry
+
+    def _forget(self, location: str) -> None:
+        self._logs.pop(location, None)
+        self._json_logs.pop(location, None)
+        for key in [k for k in self._samples if k[0] == location]:
+            del self._samples[key]
+
+    def _entry_for(self, task: TaskInfo) -> _LogEntry:
+        location = task.log_location
+        if location is None:
+            raise NotFound(f"task {task.eval_id} has no log location")
+        entry = self._logs.get(location)
+        stamp = _stat(location, self.fs_options)
+        if stamp is None:
+            raise NotFound(f"{location}: log file is gone")
+        if stamp is _UNKNOWN and entry is not None:
+            return entry  # cannot stat here: trust what we read before
+        if entry is None or entry.stamp != stamp:
+            entry = self._entry(location, stamp if stamp is not _UNKNOWN else (None, None))
+        return entry
+
+    def _summaries(self, entry: _LogEntry) -> list[Any]:
+        if entry.summaries is None:
+            from inspect_ai.log import read_eval_log_sample_summaries
+
+            try:
+                if entry.location.endswith(".json"):
+                    summaries = [s.summary() for s in self._json_log(entry.location).samples or []]
+                else:
+                    summaries = read_eval_log_sample_summaries(entry.location)
+            except SourceError:
+                raise
+            except Exception as ex:
+                raise BadResponse(f"{entry.location}: unreadable sample summaries: {ex}") from ex
+            entry.summaries = list(summaries)
+            entry.ids = {(str(s.id), int(s.epoch)): s.id for s in entry.summaries}
+        return entry.summaries
+
+    def _json_log(self, location: str) -> Any:
+        """A whole ``.json`` log, kept briefly: its samples can't be read one at a time."""
+        log = self._json_logs.get(location)
+        if log is None:
+            from inspect_ai.log import read_eval_log
+
+            try:
+                log = read_eval_log(location)
+            except Exception as ex:
+                raise BadResponse(f"{location}: unreadable log: {ex}") from ex
+            self._json_logs[location] = log
+            while len(self._json_logs) > 1:
+                self._json_logs.popitem(last=False)
+        return log
+
+    def samples(self, task: TaskInfo, active_since: float | None = None,
+                all_rows: bool = False) -> SampleListing:
+        """Every sample the log holds.
+
+        ``active_since`` is ignored on purpose: a sample appears in a log when it
+        is flushed, possibly long after it was last active, so filtering on
+        activity time could drop it for good.
+        """
+        entry = self._entry_for(task)
+        rows = [sample_row(summary_row(s)) for s in self._summaries(entry)]
+        rows.sort(key=lambda r: (r.raw.get("started_at") or 0.0, r.sample_id, r.epoch))
+        return SampleListing(as_of=time.time(), samples=rows)
+
+    # -- events --------------------------------------------------------------
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: Tier, limit: int = 500) -> EventPage:
+        """A page of raw, attachment-resolved events (the tier is the stream's business).
+
+        Like the server: the cursor offset counts every event scanned, the type
+        filter applies after slicing, a cursor for another attempt restarts at 0.
+        ``types=None`` (or a set holding ``"all"``/``"*"``) means every type.
+        """
+        parsed = self._parsed(task, str(sample_id), int(epoch))
+        nonce, offset = decode_cursor(since)
+        if nonce != parsed.nonce:
+            offset = 0
+        limit = max(1, limit)
+        scanned = parsed.events[offset:offset + limit]
+        next_offset = offset + len(scanned)
+        wanted = None if types is None or types & {"all", "*"} else types
+        unknown: set[str] = set()
+        out = [resolve_attachments(e, parsed.attachments, unknown) for e in scanned
+               if wanted is None or e.get("event") in wanted]
+        if unknown:
+            self._notices.append(
+                f"{task.log_location} sample {sample_id} epoch {epoch}: "
+                f"{len(unknown)} attachment reference(s) not in the log: "
+                + ", ".join(sorted(unknown)[:5])
+            )
+        return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset),
+                         done=next_offset >= len(parsed.events))
+
+    def pop_notices(self) -> list[str]:
+        """Notices (unresolvable attachments) gathered since the last call."""
+        notices, self._notices = self._notices, []
+        return notices
+
+    def _parsed(self, task: TaskInfo, sample_id: str, epoch: int) -> _ParsedSample:
+        entry = self._entry_for(task)
+        key = (entry.location, sample_id, epoch)
+        cached = self._samples.get(key)
+        if cached is not None:
+            self._samples.move_to_end(key)
+            return cached
+        self._summaries(entry)
+        if (sample_id, epoch) not in entry.ids:
+            raise NotFound(f"{entry.location}: no sample {sample_id} epoch {epoch}")
+        sample = self._read_sample(entry, entry.ids[(sample_id, epoch)], epoch)
+        parsed = parse_sample(sample, epoch)
+        self._samples[key] = parsed
+        while len(self._samples) > self.cache_size:
+            self._samples.popitem(last=False)
+        return parsed
+
+    def _read_sample(self, entry: _LogEntry, sid: Any, epoch: int) -> Any:
+        if entry.location.endswith(".json"):
+            for sample in self._json_log(entry.location).samples or []:
+                if sample.id == sid and sample.epoch == epoch:
+                    return sample
+            raise NotFound(f"{entry.location}: no sample {sid} epoch {epoch}")
+        from inspect_ai.log import read_eval_log_sample
+
+        try:
+            return read_eval_log_sample(entry.location, sid, epoch, resolve_attachments=False)
+        except Exception as ex:
+            raise BadResponse(f"{entry.location}: unreadable sample {sid}/{epoch}: {ex}") from ex
+
+    def close(self) -> None:
+        """Drop every cache (logs are re-read on next use)."""
+        self._logs.clear()
+        self._samples.clear()
+        self._json_logs.clear()
+
+
+def parse_sample(sample: Any, epoch: int) -> _ParsedSample:
+    """Dump a sample's events (pooled inputs expanded), keeping attachments for paging."""
+    events = list(sample.events)
+    pools = sample.events_data or {}
+    if pools:
+        try:
+            from inspect_ai.event._pool import (
+                resolve_model_event_calls,
+                resolve_model_event_inputs,
+            )
+
+            events = resolve_model_event_inputs(events, pools.get("messages") or [])
+            events = resolve_model_event_calls(events, pools.get("calls") or [])
+        except ImportError:  # pooled refs stay refs; the raw event still names them
+            pass
+    nonce = attempt_nonce(sample.uuid, sample.id, epoch, len(sample.error_retries or []))
+    return _ParsedSample(nonce=nonce, events=[e.model_dump(mode="json") for e in events],
+                         attachments=dict(sample.attachments or {}))
+
+
+def _task_info(log: Any, location: str) -> TaskInfo:
+    spec, stats = log.eval, log.stats
+    results = log.results
+    return TaskInfo(
+        eval_id=spec.eval_id,
+        task=spec.task,
+        task_id=spec.task_id,
+        model=spec.model,
+        status=log.status,
+        started_at=to_unix(stats.started_at) if stats else None,
+        completed_at=to_unix(stats.completed_at) if stats else None,
+        log_location=location,
+        run_id=spec.run_id,
+        raw={
+            "eval_id": spec.eval_id, "run_id": spec.run_id, "task": spec.task,
+            "task_id": spec.task_id, "model": spec.model, "status": log.status,
+            "log_location": location, "version": log.version,
+            "created": to_unix(spec.created),
+            "total_samples": results.total_samples if results else None,
+            "completed_samples": results.completed_samples if results else None,
+            "error": log.error.message if log.error else None,
+        },
+    )
+
+
+def _counts(summaries: list[Any]) -> dict[str, int]:
+    """The live task row's ``samples`` counts, over the samples the log holds."""
+    counts = {"total": len(summaries), "completed": 0, "errored": 0, "cancelled": 0,
+              "in_flight": 0}
+    key = {"completed": "completed", "error": "errored", "cancelled": "cancelled"}
+    for summary in summaries:
+        counts[key.get(summary_row(summary)["status"], "in_flight")] += 1
+    return counts
+
+
+_UNKNOWN: Any = ("?", "?")
+
+
+def _stat(location: str, fs_options: dict[str, Any]) -> tuple[Any, Any] | None:
+    """``(size, mtime)`` as ``list_eval_logs`` reports them; ``None`` if the file is gone.
+
+    Checked on every ``samples``/``events`` call so a partly flushed log that
+    grew since it was listed is re-read rather than served stale.
+    """
+    from inspect_ai._util.file import filesystem
+
+    try:
+        info = filesystem(location, fs_options).info(location)
+    except FileNotFoundError:
+        return None
+    except Exception:  # a filesystem that cannot stat: let the caller trust its cache
+        return _UNKNOWN
+    return (info.size, info.mtime)
+
+
+def iter_log_samples(log_dir: str) -> Iterator[tuple[TaskInfo, SampleRow, list[dict[str, Any]]]]:
+    """Every sample of every log under ``log_dir`` with all its resolved raw events.
+
+    For post-hoc scans that want whole samples rather than pages: each sample
+    is read once and not cached.
+    """
+    source = LogSource(log_dir, cache_size=1)
+    for task in source.tasks():
+        for row in source.samples(task).samples:
+            parsed = source._parsed(task, row.sample_id, row.epoch)
+            source._samples.clear()
+            events = [resolve_attachments(e, parsed.attachments) for e in parsed.events]
+            yield task, row, events
