@@ -92,10 +92,17 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool) -
 def view_command(log_location: str) -> str:
     """``inspect view --log-dir DIR`` for the directory (or bucket prefix) holding a log."""
     head, sep, _ = log_location.rstrip("/").rpartition("/")
-    if not sep or not head:
+    if not sep:
         log_dir = "."
+    elif not head:
+        log_dir = "/"
     elif head.endswith("/"):  # "file:///x.eval" -> "file:///"
         log_dir = head + "/"
     else:
         log_dir = head
+    return view_dir_command(log_dir)
+
+
+def view_dir_command(log_dir: str) -> str:
+    """``inspect view --log-dir DIR``, shell-quoted."""
     return f"inspect view --log-dir {shlex.quote(log_dir)}"

@@ -193,13 +193,19 @@ def md_code(s: object, max_len: int = 300) -> str:
     return f"{fence}{body}{fence}"
 
 
-def md_code_block(s: object, max_len: int = DEFAULT_MAX_LEN, *, info: str = "text") -> str:
+def md_code_block(
+    s: object,
+    max_len: int = DEFAULT_MAX_LEN,
+    *,
+    info: str = "text",
+    max_line_len: int | None = DEFAULT_MAX_LINE_LEN,
+) -> str:
     """A fenced code block whose fence is longer than any backtick run in the text.
 
     Put it at the top level of the document: inside a list item, a less
     indented line would end the item and with it the block.
     """
-    body = clean_text(s, max_len)
+    body = clean_text(s, max_len, max_line_len=max_line_len)
     fence = "`" * max(3, _longest_run(body, "`") + 1)
     return f"{fence}{info}\n{body}\n{fence}"
 

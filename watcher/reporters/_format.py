@@ -1,0 +1,97 @@
+"""Formatting shared by the human-facing reporters (times, durations, facts, badges)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from watcher.findings import Finding
+from watcher.handoff import detect_sample_cancel, handoff_text
+from watcher.sanitize import clean_text, neutralise_quotes
+
+BADGES = {"high": "HIGH", "medium": "MEDIUM", "low": "LOW"}
+
+
+def fmt_time(ts: float | None) -> str:
+    """UTC wall-clock time (UTC so reports read the same on every host)."""
+    if ts is None or not math.isfinite(ts) or ts <= 0:
+        return "?"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def fmt_clock(ts: float | None) -> str:
+    """UTC time of day only, for times within a finding's span."""
+    if ts is None or not math.isfinite(ts) or ts <= 0:
+        return "?"
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%SZ")
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """Compact human duration: ``4.2s``, ``3m19s``, ``1h02m``."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    s = int(round(seconds))
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def fmt_span(f: Finding) -> str:
+    """``first → last (duration), N times`` for a finding."""
+    span = f"{fmt_time(f.first_seen)}"
+    if f.last_seen and f.last_seen != f.first_seen:
+        span += f" → {fmt_clock(f.last_seen)} ({fmt_duration(f.last_seen - f.first_seen)})"
+    times = "once" if f.count == 1 else f"{f.count} times"
+    return f"{span}, {times}"
+
+
+def fmt_number(v: Any) -> str:
+    """Numbers for humans: ints plain, floats to 3 significant decimals."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.3g}" if math.isfinite(v) else str(v)
+    return str(v)
+
+
+def fmt_facts(facts: Mapping[str, Any], limit: int = 8, value_len: int = 120) -> str:
+    """``key=value`` pairs; string values are agent-derived, so cleaned and «quoted»."""
+    parts: list[str] = []
+    for i, (k, v) in enumerate(facts.items()):
+        if i >= limit:
+            parts.append(f"+{len(facts) - limit} more")
+            break
+        key = clean_text(k, 60, one_line=True)
+        if isinstance(v, int | float | bool) or v is None:
+            parts.append(f"{key}={fmt_number(v)}")
+        else:
+            val = v if isinstance(v, str) else repr(v)
+            parts.append(f"{key}=«{neutralise_quotes(clean_text(val, value_len, one_line=True))}»")
+    return ", ".join(parts)
+
+
+def finding_handoff(f: Finding) -> str:
+    """The finding's own hand-off text, or one computed now if the engine left it empty."""
+    if f.handoff:
+        return f.handoff
+    return handoff_text(f, f.sample.pid, detect_sample_cancel())
+
+
+def one(v: object, max_len: int = 200) -> str:
+    """Cleaned single-line text (for names, ids and the watcher's own prose)."""
+    return clean_text(v, max_len, one_line=True)
+
+
+def where(f: Finding) -> str:
+    """``task · model · sample · epoch · attempt`` (values cleaned)."""
+    s = f.sample
+    c = one
+    return (f"task {c(s.task)}  model {c(s.model)}  sample {c(s.sample_id)}  "
+            f"epoch {s.epoch}  attempt {s.attempt}")

@@ -1,0 +1,202 @@
+"""Findings as JSON Lines (schema in docs/findings.md), and reading them back.
+
+Append-only: every snapshot is a new line and consumers fold by ``id``. Each
+line goes out in one write followed by a flush, and file output uses an
+``O_APPEND`` descriptor, so a reader (or a second watcher appending to the same
+file) never sees half a line from us. Output is ASCII-only JSON: agent text
+keeps its content but cannot put raw escape sequences or bidi controls on a
+terminal that ``cat``s the file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
+
+from watcher.findings import Finding, Notice, SampleRef
+from watcher.reporters.base import Reporter, RunContext, RunSummary, fold_findings
+
+log = logging.getLogger(__name__)
+
+EXCERPT_CAP = 500  # chars per agent_text excerpt unless full_evidence
+EXCERPTS_MAX = 5  # excerpts per finding unless full_evidence
+
+
+def _json_safe(v: Any) -> Any:
+    """Make facts serialisable as strict JSON (no NaN/Infinity, no arbitrary objects)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, list | tuple | set | frozenset):
+        return [_json_safe(x) for x in v]
+    if v is None or isinstance(v, str | int | bool):
+        return v
+    return str(v)
+
+
+def finding_record(f: Finding, *, full_evidence: bool = False) -> dict[str, Any]:
+    """``f.to_dict()``, with agent text capped unless ``full_evidence``.
+
+    Capping adds ``evidence.agent_text_truncated: true`` so consumers know the
+    excerpt is not the whole text.
+    """
+    d = f.to_dict()
+    ev = d["evidence"]
+    if not full_evidence:
+        texts = list(ev.get("agent_text", []))
+        capped = [t if len(t) <= EXCERPT_CAP else t[:EXCERPT_CAP] + "…"
+                  for t in texts[:EXCERPTS_MAX]]
+        if capped != texts:
+            ev["agent_text"] = capped
+            ev["agent_text_truncated"] = True
+    return _json_safe(d)
+
+
+def dumps_line(record: dict[str, Any]) -> str:
+    """One compact, ASCII-only, strict JSON line with its newline."""
+    return json.dumps(_json_safe(record), ensure_ascii=True, allow_nan=False,
+                      separators=(",", ":")) + "\n"
+
+
+class JsonlReporter(Reporter):
+    """Writes finding snapshots and notices, one JSON object per line.
+
+    Give either ``path`` (opened for append; created if missing) or ``stream``.
+    Status updates are not written: the file is a record of findings, not a log.
+    """
+
+    name = "jsonl"
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 stream: TextIO | None = None, full_evidence: bool = False) -> None:
+        if (path is None) == (stream is None):
+            raise ValueError("JsonlReporter needs exactly one of path or stream")
+        self.path = None if path is None else os.fspath(path)
+        self.stream = stream
+        self.full_evidence = full_evidence
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def _write_line(self, record: dict[str, Any]) -> None:
+        line = dumps_line(record)
+        with self._lock:
+            if self.stream is not None:
+                self.stream.write(line)
+                self.stream.flush()
+                return
+            if self._fd is None:
+                assert self.path is not None
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            data = line.encode("ascii")
+            while data:  # regular files take it in one go; loop only for safety
+                data = data[os.write(self._fd, data):]
+
+    def start(self, context: RunContext) -> None:
+        if self.path is not None and self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def finding(self, f: Finding) -> None:
+        self._write_line(finding_record(f, full_evidence=self.full_evidence))
+
+    def notice(self, n: Notice) -> None:
+        self._write_line(n.to_dict())
+
+    def stop(self, summary: RunSummary | None = None) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+# --- reading -----------------------------------------------------------------
+
+
+def notice_from_dict(d: dict[str, Any]) -> Notice:
+    """Inverse of :meth:`Notice.to_dict`."""
+    s = d.get("sample")
+    ref = None
+    if isinstance(s, dict):
+        known = set(SampleRef.__dataclass_fields__)
+        ref = SampleRef(**{k: v for k, v in s.items() if k in known})
+    return Notice(kind=str(d.get("notice", "")), message=str(d.get("message", "")), sample=ref,
+                  at=float(d.get("at") or 0.0), details=dict(d.get("details") or {}))
+
+
+def _open_text(path: str) -> Any:
+    if "://" in path:
+        import fsspec  # installed with inspect_ai; only needed for remote paths
+
+        return fsspec.open(path, "rt", encoding="utf-8", errors="replace").open()
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Parsed lines of one JSONL file (local path or fsspec URL).
+
+    A line that does not parse is skipped with a warning: at the end of the
+    file it is the normal sign of a writer caught mid-line (or killed); in the
+    middle it means the file was damaged, which is worth a louder message.
+    """
+    p = os.fspath(path)
+    with _open_text(p) as fh:
+        lines = fh.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    last = len(lines) - 1
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            if i == last:
+                log.warning("%s: skipping truncated last line %d", p, i + 1)
+            else:
+                log.warning("%s: skipping unparseable line %d", p, i + 1)
+            continue
+        yield rec
+
+
+def read_jsonl(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Finding], list[Notice]]:
+    """All finding snapshots (unfolded, in reading order) and distinct notices."""
+    findings: list[Finding] = []
+    notices: list[Notice] = []
+    seen_notices: set[str] = set()  # two watchers of one eval report the same notice
+    for path in paths:
+        for rec in iter_records(path):
+            kind = rec.get("kind", "finding")
+            try:
+                if kind == "finding":
+                    findings.append(Finding.from_dict(rec))
+                elif kind == "notice":
+                    key = dumps_line(rec)
+                    if key not in seen_notices:
+                        seen_notices.add(key)
+                        notices.append(notice_from_dict(rec))
+            except (KeyError, TypeError, ValueError) as e:
+                log.warning("%s: skipping malformed %s record: %s", os.fspath(path), kind, e)
+    return findings, notices
+
+
+def merge_findings(paths: Iterable[str | os.PathLike[str]]) -> list[Finding]:
+    """Folded findings from several JSONL files (several watchers or hosts).
+
+    One finding per id: the latest snapshot (see
+    :func:`~watcher.reporters.base.fold_findings`), sorted by first_seen.
+    """
+    findings, _ = read_jsonl(paths)
+    return fold_findings(findings)
+
+
+def summary_from_jsonl(paths: Iterable[str | os.PathLike[str]]) -> RunSummary:
+    """A :class:`RunSummary` from findings files alone (no eval logs needed)."""
+    findings, notices = read_jsonl(paths)
+    return RunSummary.from_findings(findings, notices)
