@@ -91,6 +91,7 @@ class SampleStream:
         self.last_change_at: float = time.time()
         self.polls_without_change = 0
         self.last_event: Event | None = None
+        self._observed = 0
 
     # -- state for --state files -------------------------------------------
 
@@ -130,7 +131,7 @@ class SampleStream:
         item = StreamItem()
         page_start = self._reread[0] if self._reread is not None else self.cursor
         reread: tuple[str | None] | None = None
-        changed = False
+        observed = held = 0
         for _ in range(MAX_PAGES_PER_POLL):
             page: EventPage = source.events(
                 self.task, self.sample_id, self.epoch, since=page_start, types=self.types,
@@ -143,6 +144,7 @@ class SampleStream:
                 self.start_attempt(self.attempt + 1)
                 item.new_attempt = self.attempt
                 reread = None
+                observed = held = 0
             if nonce is not None:
                 self.nonce = nonce
             if page.missed:
@@ -152,20 +154,22 @@ class SampleStream:
                 k = _key(raw)
                 if self._seen.get(k):
                     continue
-                if raw.get("pending"):
+                observed += 1
+                if raw.get("pending") or held:
+                    # hold everything after the first pending event so rules see the
+                    # transcript in order; it is re-read until that event completes
                     if reread is None:
                         reread = (page_start,)
-                    if k not in self.in_flight:
-                        changed = True
-                    self.in_flight[k] = normalise(raw, self.tier)
-                    self._seen[k] = False
+                    if raw.get("pending"):
+                        self.in_flight[k] = normalise(raw, self.tier)
+                        self._seen.setdefault(k, False)
+                    held += 1
                     continue
                 event = normalise(raw, self.tier)
                 event["attempt"] = self.attempt
                 self.in_flight.pop(k, None)
                 self._seen[k] = True
                 item.events.append(event)
-                changed = True
             advanced = page.next is not None and page.next != page_start
             if page.next is not None:
                 page_start = page.next
@@ -175,8 +179,13 @@ class SampleStream:
             if not advanced:
                 break
         self.cursor = page_start
-        self._reread = reread if self.in_flight else None
-        self._trim(item)
+        self._reread = reread
+        if held > MAX_PENDING_WINDOW:
+            self._give_up_pending(item)
+        changed = bool(item.events) or observed > self._observed
+        self._observed = observed if self._reread is not None else 0
+        if not self.in_flight and self._reread is None:
+            self._seen.clear()
         now = now if now is not None else time.time()
         if item.done:
             self.done = True
@@ -198,17 +207,11 @@ class SampleStream:
             self.polls_without_change += 1
         return item
 
-    def _trim(self, item: StreamItem) -> None:
-        """Bound memory: forget delivered keys once nothing pending needs them."""
-        if not self.in_flight and self._reread is None:
-            self._seen.clear()
-            return
-        while len(self._seen) > MAX_PENDING_WINDOW:
-            k, complete = self._seen.popitem(last=False)
-            if not complete and k in self.in_flight:
-                ev = self.in_flight.pop(k)
-                item.notices.append(("gap", "an event stayed pending for more than "
-                                     f"{MAX_PENDING_WINDOW} later events; no longer re-read",
-                                     {"uuid": k, "type": ev.get("type")}))
-        if not self.in_flight:
-            self._reread = None
+    def _give_up_pending(self, item: StreamItem) -> None:
+        """Too many events wait behind a pending one: report a gap and move on."""
+        for k, ev in list(self.in_flight.items()):
+            self._seen[k] = True
+            item.notices.append(("gap", f"a {ev.get('type')} event stayed pending behind more "
+                                 f"than {MAX_PENDING_WINDOW} later events; its completion "
+                                 "will not be seen", {"uuid": k, "type": ev.get("type")}))
+        self.in_flight.clear()

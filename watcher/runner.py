@@ -1,0 +1,338 @@
+"""Whole-run watching: sources → streams → engine → findings (→ reporters).
+
+One :class:`SourceWatcher` per source (an eval process's control socket, the
+CLI, a log directory, a replay) runs its own thread, so a busy eval that stalls
+its reads never delays the others. Each task in it has a :class:`TaskWatcher`
+that finds samples through the listing's ``active_since`` delta, polls only the
+samples that changed (plus a periodic resync), feeds completed events to the
+engine and ticks the clock-driven rules. Everything it produces goes to one
+queue that the caller drains on its own thread, so reporters and the state file
+are only ever touched from one place.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from watcher.engine import Engine, SampleStatus
+from watcher.findings import Finding, Notice, SampleRef
+from watcher.sources.base import (
+    NotFound,
+    ProcessGone,
+    SampleRow,
+    Source,
+    SourceError,
+    TaskInfo,
+)
+from watcher.state import WatchState
+from watcher.stream import SampleStream
+
+Output = Finding | Notice
+
+
+@dataclass
+class Selector:
+    """Which tasks and samples to watch (``watch [TASK [SAMPLE_ID [EPOCH]]]``)."""
+
+    task: str | None = None
+    sample_id: str | None = None
+    epoch: int | None = None
+
+    def task_matches(self, t: TaskInfo) -> bool:
+        """Task id (or eval id) prefix, or exact task name, as ``inspect ctl`` matches."""
+        if not self.task:
+            return True
+        return (t.task == self.task or t.task_id.startswith(self.task)
+                or t.eval_id.startswith(self.task))
+
+    def sample_matches(self, sample_id: str, epoch: int) -> bool:
+        if self.sample_id is not None and sample_id != self.sample_id:
+            return False
+        return self.epoch is None or epoch == self.epoch
+
+
+@dataclass
+class RunOptions:
+    poll: float = 1.0
+    once: bool = False
+    page_limit: int = 500
+    resync_every: float = 15.0
+    selector: Selector = field(default_factory=Selector)
+
+
+class TaskWatcher:
+    """One task of one source: its samples' streams and rule state."""
+
+    def __init__(self, source: Source, task: TaskInfo, engine: Engine, opts: RunOptions,
+                 state: WatchState, emit: Callable[[Output], None]) -> None:
+        self.source = source
+        self.task = task
+        self.engine = engine
+        self.opts = opts
+        self.state = state
+        self.emit = emit
+        self.streams: dict[tuple[str, int], SampleStream] = {}
+        self.watches: dict[tuple[str, int], Any] = {}
+        self.rows: dict[tuple[str, int], SampleRow] = {}
+        self.last_polled: dict[tuple[str, int], float] = {}
+        self.as_of: float | None = state.task_as_of.get(task.eval_id)
+        self.as_of = None  # re-list everything on start; the state skips finished samples
+        self.done_samples: set[tuple[str, int]] = set()
+
+    @property
+    def finished(self) -> bool:
+        """The task is complete and every sample stream has drained."""
+        if not self.task.finished:
+            return False
+        return all(s.done for s in self.streams.values())
+
+    def ref(self, sample_id: str, epoch: int, attempt: int) -> SampleRef:
+        t = self.task
+        return SampleRef(task=t.task, task_id=t.task_id, eval_id=t.eval_id, model=t.model,
+                         sample_id=sample_id, epoch=epoch, attempt=attempt,
+                         log_location=t.log_location, pid=t.pid)
+
+    def notice(self, kind: str, message: str, key: tuple[str, int] | None = None,
+               **details: Any) -> None:
+        ref = None
+        if key is not None:
+            stream = self.streams.get(key)
+            ref = self.ref(key[0], key[1], stream.attempt if stream else 1)
+        self.emit(Notice(kind=kind, message=message, sample=ref, at=time.time(),
+                         details=details))
+
+    # -- one cycle -------------------------------------------------------------
+
+    def cycle(self, now: float) -> None:
+        """List what changed, poll what needs it, tick the clock rules."""
+        listing = self.source.samples(self.task, active_since=self._since())
+        if listing.truncated:
+            listing = self.source.samples(self.task, active_since=self._since(), all_rows=True)
+        changed: set[tuple[str, int]] = set()
+        for row in listing.samples:
+            key = (row.sample_id, row.epoch)
+            if not self.opts.selector.sample_matches(*key):
+                continue
+            if row.status in ("pending", "queued") and key not in self.streams:
+                continue
+            self.rows[key] = row
+            changed.add(key)
+            self._on_row(key, row, now)
+        self.as_of = listing.as_of
+        for key, stream in list(self.streams.items()):
+            if stream.done:
+                continue
+            row = self.rows.get(key)
+            due = (key in changed or (row is not None and row.terminal) or self.opts.once
+                   or now - self.last_polled.get(key, 0.0) >= self.opts.resync_every)
+            if due:
+                self._poll(key, stream, now)
+            else:
+                stream.polls_without_change += 1
+            if not stream.done:
+                self._tick(key, stream, now)
+
+    def _since(self) -> float | None:
+        # a small overlap: rows are state, not a stream, so seeing one twice is harmless
+        return None if self.as_of is None else self.as_of - 1.0
+
+    def _on_row(self, key: tuple[str, int], row: SampleRow, now: float) -> None:
+        skey = WatchState.sample_key(self.task.eval_id, *key)
+        if skey in self.state.finished and key not in self.streams:
+            return
+        stream = self.streams.get(key)
+        if stream is None:
+            stream = SampleStream(self.task, key[0], key[1], types=self.engine.event_types,
+                                  tier=self.engine.tier, page_limit=self.opts.page_limit)
+            stream.attempt = row.attempt
+            self.streams[key] = stream
+            self.watches[key] = self.engine.open_sample(self.ref(key[0], key[1], row.attempt))
+        elif row.attempt > stream.attempt and not stream.done:
+            self._new_attempt(key, stream, row.attempt)
+        self._findings(self.watches[key].sample_row(row.raw, None))
+
+    def _new_attempt(self, key: tuple[str, int], stream: SampleStream, attempt: int) -> None:
+        watch = self.watches[key]
+        self._findings(watch.finalize(time.time()))
+        stream.start_attempt(attempt)
+        watch.reset_attempt(self.ref(key[0], key[1], attempt))
+        self.notice("attempt", f"sample {key[0]} epoch {key[1]} started attempt {attempt}", key,
+                    attempt=attempt)
+
+    def _poll(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
+        self.last_polled[key] = now
+        try:
+            item = stream.poll(self.source, now)
+        except NotFound:
+            row = self.rows.get(key)
+            if row is not None and row.terminal:
+                self.notice("gap", f"sample {key[0]} epoch {key[1]} finished but its events "
+                            "could not be read", key)
+                self._finish(key, stream, now)
+            return
+        watch = self.watches[key]
+        events = item.events
+        if item.new_attempt is not None:
+            for event in events[: item.attempt_boundary]:
+                self._findings(watch.feed(event))
+            self._findings(watch.finalize(now))
+            watch.reset_attempt(self.ref(key[0], key[1], item.new_attempt))
+            self.notice("attempt", f"sample {key[0]} epoch {key[1]} started attempt "
+                        f"{item.new_attempt}", key, attempt=item.new_attempt)
+            events = events[item.attempt_boundary:]
+        for event in events:
+            self._findings(watch.feed(event))
+        for kind, message, details in item.notices:
+            self.notice(kind, f"sample {key[0]} epoch {key[1]}: {message}", key, **details)
+        if item.done:
+            self._finish(key, stream, now)
+
+    def _finish(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
+        stream.done = True
+        self._findings(self.watches[key].finalize(now))
+        self.done_samples.add(key)
+        self.state.finished.add(WatchState.sample_key(self.task.eval_id, *key))
+
+    def _tick(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
+        row = self.rows.get(key)
+        status = SampleStatus(
+            last_event_at=stream.last_event_at, last_change_at=stream.last_change_at,
+            polls_without_change=stream.polls_without_change,
+            in_flight=[{"type": e.get("type"), "function": e.get("function"),
+                        "since": e.get("timestamp")} for e in stream.in_flight.values()],
+            last_event=stream.last_event, row=row.raw if row else None,
+        )
+        self._findings(self.watches[key].tick(now, status))
+
+    def finalize_all(self, reason: str) -> None:
+        """The source is gone: end every open sample with a notice."""
+        now = time.time()
+        for key, stream in self.streams.items():
+            if not stream.done:
+                self.notice("sample_abandoned", f"sample {key[0]} epoch {key[1]}: {reason}", key)
+                stream.done = True
+                self._findings(self.watches[key].finalize(now))
+
+    def _findings(self, findings: list[Finding]) -> None:
+        for f in findings:
+            self.emit(f)
+
+
+class SourceWatcher:
+    """All tasks of one source, polled on one thread."""
+
+    def __init__(self, source: Source, engine: Engine, opts: RunOptions, state: WatchState,
+                 emit: Callable[[Output], None], label: str) -> None:
+        self.source = source
+        self.engine = engine
+        self.opts = opts
+        self.state = state
+        self.emit = emit
+        self.label = label
+        self.tasks: dict[str, TaskWatcher] = {}
+        self.gone = False
+        self.finished = False
+        self.cycles = 0
+        self.last_poll_at: float | None = None
+        self._failures = 0
+
+    def cycle(self) -> None:
+        """One pass over the source; never raises for source faults."""
+        now = time.time()
+        try:
+            infos = self.source.tasks()
+            for info in infos:
+                if not self.opts.selector.task_matches(info):
+                    continue
+                tw = self.tasks.get(info.eval_id)
+                if tw is None:
+                    tw = TaskWatcher(self.source, info, self.engine, self.opts, self.state,
+                                     self.emit)
+                    self.tasks[info.eval_id] = tw
+                else:
+                    tw.task = info
+                    for stream in tw.streams.values():
+                        stream.task = info
+                if not tw.finished:
+                    tw.cycle(now)
+            self._failures = 0
+        except ProcessGone as e:
+            self._gone(str(e))
+            return
+        except SourceError as e:
+            self._failures += 1
+            if self._failures in (1, 5) or self._failures % 30 == 0:
+                self.emit(Notice(kind="source_error", at=now,
+                                 message=f"{self.label}: {e} (attempt {self._failures})",
+                                 details={"transient": e.transient}))
+        self.cycles += 1
+        self.last_poll_at = now
+        if self.opts.once or (self.tasks and all(t.finished for t in self.tasks.values())):
+            self.finished = True
+
+    def _gone(self, reason: str) -> None:
+        self.gone = True
+        self.emit(Notice(kind="process_gone", at=time.time(),
+                         message=f"{self.label}: eval process is gone ({reason}); "
+                                 "its open samples are finalised"))
+        for tw in self.tasks.values():
+            tw.finalize_all("the eval process went away before the sample finished")
+
+    def run(self, stop: threading.Event) -> None:
+        """Poll until finished, gone or stopped."""
+        try:
+            while not stop.is_set() and not self.gone and not self.finished:
+                started = time.monotonic()
+                self.cycle()
+                if self.finished or self.gone:
+                    break
+                stop.wait(max(0.0, self.opts.poll - (time.monotonic() - started)))
+        finally:
+            self.source.close()
+
+
+class Runner:
+    """Starts source watchers, gathers their output on one queue."""
+
+    def __init__(self, engine: Engine, opts: RunOptions, state: WatchState) -> None:
+        self.engine = engine
+        self.opts = opts
+        self.state = state
+        self.queue: queue.Queue[Output] = queue.Queue()
+        self.stop = threading.Event()
+        self.watchers: dict[str, SourceWatcher] = {}
+        self.threads: dict[str, threading.Thread] = {}
+
+    def add(self, key: str, source: Source, label: str) -> SourceWatcher:
+        sw = SourceWatcher(source, self.engine, self.opts, self.state, self.queue.put, label)
+        self.watchers[key] = sw
+        thread = threading.Thread(target=sw.run, args=(self.stop,), name=f"watch-{key}",
+                                  daemon=True)
+        self.threads[key] = thread
+        thread.start()
+        return sw
+
+    def active(self) -> bool:
+        return any(t.is_alive() for t in self.threads.values())
+
+    def drain(self, timeout: float = 0.2) -> Iterator[Output]:
+        """Outputs produced so far (waits up to ``timeout`` for the first)."""
+        try:
+            yield self.queue.get(timeout=timeout)
+        except queue.Empty:
+            return
+        while True:
+            try:
+                yield self.queue.get_nowait()
+            except queue.Empty:
+                return
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self.stop.set()
+        for thread in self.threads.values():
+            thread.join(timeout)

@@ -1,0 +1,113 @@
+"""``--state FILE``: what was reported and where each finished sample stands.
+
+A restart (or the next ``--once``) must report nothing twice and miss nothing.
+Finding ids are deterministic, so the state keeps, per finding id, the last
+level we reported; samples that finished are remembered so they are not read
+again; running samples are re-read from their start so rule windows that span
+the restart are rebuilt (their old findings are suppressed, not repeated).
+
+Writes are atomic (temp file + rename) and the file is created ``0600``:
+it names tasks and samples of the user's evals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from watcher.findings import Finding, confidence_rank
+
+STATE_VERSION = 1
+
+
+@dataclass
+class Reported:
+    """The last snapshot of a finding that reached the reporters."""
+
+    confidence: str
+    status: str
+    count: int
+
+    def wants(self, f: Finding) -> bool:
+        """Whether ``f`` is news relative to what was reported."""
+        if f.status == "ended":
+            return self.status != "ended"
+        return confidence_rank(f.confidence) > confidence_rank(self.confidence)
+
+
+@dataclass
+class WatchState:
+    """Reported findings and finished samples, persisted between runs."""
+
+    reported: dict[str, Reported] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)  # "eval_id|sample_id|epoch"
+    task_as_of: dict[str, float] = field(default_factory=dict)
+    path: Path | None = None
+
+    def should_report(self, f: Finding) -> bool:
+        prior = self.reported.get(f.id)
+        return prior is None or prior.wants(f)
+
+    def mark_reported(self, f: Finding) -> None:
+        self.reported[f.id] = Reported(f.confidence, f.status, f.count)
+
+    @staticmethod
+    def sample_key(eval_id: str, sample_id: str, epoch: int) -> str:
+        return f"{eval_id}|{sample_id}|{epoch}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "reported": {k: [r.confidence, r.status, r.count] for k, r in self.reported.items()},
+            "finished": sorted(self.finished),
+            "task_as_of": self.task_as_of,
+        }
+
+    @classmethod
+    def load(cls, path: Path) -> WatchState:
+        """Load ``path``; a missing file is an empty state, a corrupt one an error."""
+        state = cls(path=path)
+        if not path.exists():
+            return state
+        try:
+            data = json.loads(path.read_text())
+            if data.get("version") != STATE_VERSION:
+                raise ValueError(f"unsupported state version {data.get('version')!r}")
+            for k, v in data.get("reported", {}).items():
+                state.reported[k] = Reported(str(v[0]), str(v[1]), int(v[2]))
+            state.finished = set(data.get("finished", []))
+            state.task_as_of = {k: float(v) for k, v in data.get("task_as_of", {}).items()}
+        except (OSError, ValueError, TypeError, IndexError, AttributeError) as e:
+            raise StateError(f"{path}: cannot read state file: {e}") from e
+        return state
+
+    def save(self) -> None:
+        if self.path is not None:
+            atomic_write(self.path, json.dumps(self.to_dict(), indent=1))
+
+
+class StateError(Exception):
+    """The state file exists but cannot be used."""
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, readable by the user only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

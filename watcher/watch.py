@@ -1,0 +1,228 @@
+"""One watch, start to finish: choose sources, run them, route what they find.
+
+This is the library behind ``inspect-watch watch`` (and ``demo``): it picks the
+sources (control sockets found by discovery, the CLI, a log directory or
+replays), runs a :class:`~watcher.runner.Runner`, and on the caller's thread
+decides what reaches the reporters — new findings, escalations and ended
+episodes at or above ``min_confidence`` that the state has not seen — and keeps
+the state file and the ``--fail-on`` verdict.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from watcher.discovery import list_servers
+from watcher.engine import Engine
+from watcher.findings import Finding, Notice, confidence_rank
+from watcher.runner import Runner, RunOptions, Selector
+from watcher.state import WatchState
+
+EXIT_OK = 0
+EXIT_FAIL_ON = 1
+EXIT_BAD_INPUT = 2
+EXIT_SOURCE = 3
+EXIT_INTERRUPTED = 130
+
+
+class Sink(Protocol):
+    """Where the watch sends what passed the filters (the reporters)."""
+
+    def finding(self, f: Finding) -> None: ...
+    def notice(self, n: Notice) -> None: ...
+    def status(self, snapshot: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class WatchConfig:
+    transport: str = "auto"  # auto | http | cli
+    log_dir: str | None = None
+    replay: list[str] = field(default_factory=list)
+    follow: bool = False
+    once: bool = False
+    poll: float = 1.0
+    selector: Selector = field(default_factory=Selector)
+    min_confidence: str = "low"
+    fail_on: str | None = None
+    wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
+
+
+@dataclass
+class WatchResult:
+    exit_code: int
+    findings: dict[str, Finding]
+    notices: list[Notice]
+    interrupted: bool = False
+    watchers: int = 0
+
+
+class Watch:
+    """A running watch; :meth:`run` blocks until it ends."""
+
+    def __init__(self, engine: Engine, config: WatchConfig, state: WatchState,
+                 sinks: list[Sink]) -> None:
+        self.engine = engine
+        self.config = config
+        self.state = state
+        self.sinks = sinks
+        self.opts = RunOptions(poll=config.poll, once=config.once, selector=config.selector)
+        self.runner = Runner(engine, self.opts, state)
+        self.findings: dict[str, Finding] = {}
+        self.notices: list[Notice] = []
+        self.failed = False
+        self._interrupted = False
+        self._known_pids: set[int] = set()
+
+    # -- sources -----------------------------------------------------------
+
+    def _add_static_sources(self) -> bool:
+        cfg = self.config
+        if cfg.log_dir:
+            from watcher.sources.logs import LogSource
+
+            self.runner.add("logs", LogSource(cfg.log_dir), f"log dir {cfg.log_dir}")
+            return True
+        if cfg.replay:
+            from watcher.sources.replay import ReplaySource
+
+            self.runner.add("replay", ReplaySource(list(cfg.replay)), "replay")
+            return True
+        if cfg.transport == "cli":
+            from watcher.sources.cli import CliSource
+
+            self.runner.add("cli", CliSource(), "inspect ctl")
+            return True
+        return False
+
+    def _discover(self) -> None:
+        """Add a watcher for every control server not seen before."""
+        for server in list_servers():
+            if server.pid in self._known_pids:
+                continue
+            self._known_pids.add(server.pid)
+            if server.api_known and self.config.transport != "cli":
+                from watcher.sources.http import HttpSource
+
+                self.runner.add(f"pid{server.pid}", HttpSource(server), f"pid {server.pid}")
+            else:
+                from watcher.sources.cli import CliSource
+
+                self._notice("transport", f"pid {server.pid} speaks control API "
+                             f"{server.api_version}, newer than this watcher knows; "
+                             "reading it through `inspect ctl` instead (slower)")
+                self.runner.add(f"pid{server.pid}", CliSource(pid=server.pid),
+                                f"pid {server.pid} (cli)")
+
+    # -- routing -------------------------------------------------------------
+
+    def _notice(self, kind: str, message: str) -> None:
+        self._route(Notice(kind=kind, message=message, at=time.time()))
+
+    def _route(self, item: Finding | Notice) -> None:
+        if isinstance(item, Notice):
+            self.notices.append(item)
+            for sink in self.sinks:
+                sink.notice(item)
+            return
+        self.findings[item.id] = item
+        if confidence_rank(item.confidence) < confidence_rank(self.config.min_confidence):
+            return
+        if not self.state.should_report(item):
+            return
+        self.state.mark_reported(item)
+        if self.config.fail_on and confidence_rank(item.confidence) >= confidence_rank(
+            self.config.fail_on
+        ):
+            self.failed = True
+        for sink in self.sinks:
+            sink.finding(item)
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot for the live status area."""
+        tasks = []
+        for sw in self.runner.watchers.values():
+            for tw in sw.tasks.values():
+                rows = list(tw.rows.values())
+                tasks.append({
+                    "task": tw.task.task, "model": tw.task.model, "eval_id": tw.task.eval_id,
+                    "pid": tw.task.pid, "status": tw.task.status,
+                    "running": sum(r.status == "running" for r in rows),
+                    "done": sum(r.status == "completed" for r in rows),
+                    "errored": sum(r.status == "error" for r in rows),
+                    "total": tw.task.counts.get("total", len(rows)),
+                })
+        by_conf: dict[str, int] = {"high": 0, "medium": 0, "low": 0}
+        for f in self.findings.values():
+            by_conf[f.confidence] = by_conf.get(f.confidence, 0) + 1
+        polls = [sw.last_poll_at for sw in self.runner.watchers.values() if sw.last_poll_at]
+        return {"tasks": tasks, "findings": by_conf,
+                "last_poll_at": max(polls) if polls else None, "now": time.time()}
+
+    # -- the loop --------------------------------------------------------------
+
+    def run(self, on_tick: Callable[[], None] | None = None) -> WatchResult:
+        static = self._add_static_sources()
+        if not static:
+            self._discover()
+        deadline = time.time() + self.config.wait_for_evals
+        previous = _install_sigterm(self.request_stop)
+        try:
+            last_status = 0.0
+            last_discover = time.time()
+            while True:
+                for item in self.runner.drain(timeout=min(0.2, self.config.poll)):
+                    self._route(item)
+                now = time.time()
+                if not static and not self.config.once and now - last_discover >= self.config.poll:
+                    last_discover = now
+                    self._discover()
+                if now - last_status >= 1.0:
+                    last_status = now
+                    snap = self.status()
+                    for sink in self.sinks:
+                        sink.status(snap)
+                    if on_tick:
+                        on_tick()
+                if self._interrupted:
+                    break
+                if self.runner.active():
+                    continue
+                if self.runner.watchers and not self.config.follow:
+                    break
+                if not self.runner.watchers and not self.config.follow and now >= deadline:
+                    self._notice("no_evals", "no running Inspect evals found "
+                                 "(start one, or use --follow to wait, or --log-dir for logs)")
+                    break
+                if self.config.once and self.runner.watchers:
+                    break
+        except KeyboardInterrupt:
+            self._interrupted = True
+        finally:
+            signal.signal(signal.SIGTERM, previous) if previous is not None else None
+            self.runner.shutdown()
+            for item in self.runner.drain(timeout=0.0):
+                self._route(item)
+            self.state.task_as_of.update(
+                {tw.task.eval_id: tw.as_of for sw in self.runner.watchers.values()
+                 for tw in sw.tasks.values() if tw.as_of is not None})
+            self.state.save()
+        code = EXIT_FAIL_ON if self.failed else EXIT_OK
+        if self._interrupted and not self.failed:
+            code = EXIT_INTERRUPTED
+        return WatchResult(code, self.findings, self.notices, self._interrupted,
+                           len(self.runner.watchers))
+
+    def request_stop(self) -> None:
+        self._interrupted = True
+
+
+def _install_sigterm(handler: Callable[[], None]) -> Any:
+    """SIGTERM stops the watch like Ctrl+C: flush, write the summary, save state."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, lambda *_: handler())
