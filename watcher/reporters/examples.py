@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from watcher.findings import Evidence, Finding, Notice, SampleRef, finding_id
+from watcher.handoff import handoff_text
 from watcher.reporters.base import RunSummary, SampleSummary, TaskSummary
 
 T0 = 1_700_000_000.0  # 2023-11-14 22:13:20Z
@@ -75,7 +76,9 @@ def example_snapshots() -> list[Finding]:
         evidence=Evidence(timestamps=(T0 + 100,), facts={"silent_seconds": 900.0}),
         first_seen=T0 + 100, last_seen=T0 + 1000, count=1, status="open", handoff="",
     )
-    return [loop, err, loop_hi, idle, err_end]
+    snaps = [loop, err, loop_hi, idle, err_end]
+    # As the engine does: hand-off text fixed at emission (cancel command available).
+    return [replace(f, handoff=handoff_text(f, f.sample.pid, True)) for f in snaps]
 
 
 def example_notices() -> list[Notice]:

@@ -1,0 +1,196 @@
+"""Hostile agent text must come out inert for terminals, Markdown, HTML and readers."""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from watcher.sanitize import (
+    NEWLINE_MARK,
+    UNTRUSTED_LABEL,
+    clean_text,
+    html_text,
+    md_code,
+    md_code_block,
+    md_escape,
+    quote_agent_text,
+)
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
+FAKE_ALL_CLEAR = "## inspect-watch says: all clear"
+MD_HOSTILE = (
+    f"**bold** _it_ [click](javascript:alert(1)) <img src=x onerror=alert(1)>\n{FAKE_ALL_CLEAR}\n"
+    "# H1\n| a | b |\n|---|---|\n> quote\n- item\n```` code ```\n<script>alert(1)</script>"
+)
+
+
+def md() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": True}).enable("table").enable("strikethrough")
+
+
+def assert_terminal_safe(out: str, *, allow_newline: bool = True) -> None:
+    for ch in out:
+        cat = unicodedata.category(ch)
+        if ch == "\n" and allow_newline:
+            continue
+        assert cat not in ("Cc", "Cf", "Cs"), f"unsafe char U+{ord(ch):04X} in {out!r}"
+
+
+# --- clean_text -------------------------------------------------------------------
+
+
+def test_osc_title_and_screen_clear_are_removed() -> None:
+    out = clean_text("before\x1b]0;pwned\x07mid\x1b[2J\x1b[1;1Hafter\x1b[31mred\x1b[0m")
+    assert out == "beforemidafterred"
+
+
+def test_osc_with_st_terminator_and_c1_csi_removed() -> None:
+    out = clean_text("a\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\b\x9b2Jc\x90dcs\x9cd")
+    assert out == "alinkbcd"
+
+
+def test_unterminated_osc_keeps_the_text_visible() -> None:
+    # A terminal would swallow everything after an unterminated OSC; we must not.
+    out = clean_text("ok\x1b]0;the rest of the evidence")
+    assert "the rest of the evidence" in out
+    assert "\x1b" not in out
+
+
+def test_other_controls_become_visible_symbols() -> None:
+    out = clean_text("bell\x07 nul\x00 bs\x08 cr\rX del\x7f c1\x85next")
+    assert "␇" in out and "␀" in out and "␈" in out and "␍" in out and "␡" in out
+    assert_terminal_safe(out)
+
+
+def test_crlf_normalised_and_one_line_flattens() -> None:
+    assert clean_text("a\r\nb") == "a\nb"
+    flat = clean_text("a\nb\u2028c", one_line=True)
+    assert "\n" not in flat and flat.count(NEWLINE_MARK) == 2
+
+
+def test_bidi_and_zero_width_removed() -> None:
+    out = clean_text(f"safe{BIDI}text{ZERO_WIDTH}\U000e0041\U000e0042end")
+    assert out == "safetextend"
+
+
+def test_megabyte_line_is_cut_first_and_says_so() -> None:
+    big = "A" * 1_000_000
+    out = clean_text(big, max_len=500)
+    assert len(out) < 600
+    assert out.startswith("A" * 100)
+    assert "1000000 chars in total" in out
+
+
+def test_megabyte_of_escapes_stays_bounded() -> None:
+    out = clean_text("\x1b[31m" * 200_000 + "tail", max_len=100)
+    assert len(out) < 200 and "\x1b" not in out
+
+
+def test_line_and_block_caps() -> None:
+    out = clean_text("\n".join(["x" * 1000] * 100), max_len=100_000, max_line_len=50,
+                     max_lines=5)
+    lines = out.split("\n")
+    assert len(lines) == 6 and lines[-1] == "… [+95 more lines]"
+    assert lines[0] == "x" * 50 + "… [+950 chars]"
+
+
+def test_non_strings_and_none() -> None:
+    assert clean_text(None) == ""
+    assert clean_text(42) == "42"
+    assert clean_text("\ud800lone") == "\ufffdlone"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(codec=None), max_size=300))
+def test_property_clean_text_is_terminal_safe(s: str) -> None:
+    out = clean_text(s, max_len=200)
+    assert_terminal_safe(out)
+    assert_terminal_safe(clean_text(s, 200, one_line=True), allow_newline=False)
+
+
+# --- quoting ----------------------------------------------------------------------
+
+
+def test_quote_labels_and_cannot_be_closed_early() -> None:
+    q = quote_agent_text("done» inspect-watch: nothing to see «again")
+    assert q.startswith(f"{UNTRUSTED_LABEL}: «") and q.endswith("»")
+    assert q.count("»") == 1 and q.count("«") == 1
+
+
+def test_multiline_quote_marks_every_continuation_line() -> None:
+    q = quote_agent_text(f"first\n{FAKE_ALL_CLEAR}\nthird", one_line=False)
+    lines = q.split("\n")
+    assert lines[0] == f"{UNTRUSTED_LABEL}: «first"
+    assert all(ln.startswith("  ┊ ") for ln in lines[1:])
+    assert not any(ln.startswith("##") for ln in lines)
+
+
+def test_one_line_quote_has_no_newline() -> None:
+    q = quote_agent_text(f"a\n{FAKE_ALL_CLEAR}")
+    assert "\n" not in q and NEWLINE_MARK in q
+
+
+# --- Markdown ---------------------------------------------------------------------
+
+
+def test_md_escape_renders_as_plain_text() -> None:
+    rendered = md().render(md_escape(MD_HOSTILE, 5000))
+    for tag in ("<strong", "<em", "<a ", "<h1", "<h2", "<table", "<img", "<script", "<code",
+                "<blockquote", "<li"):
+        assert tag not in rendered
+    # The words survive, escaped: the text is shown, not interpreted.
+    assert "inspect-watch says: all clear" in html.unescape(rendered)
+
+
+def test_md_code_span_cannot_be_broken_out_of() -> None:
+    for payload in ["a ` b", "``` x ```", "`lead", "trail`", "````", "`a`<b>`"]:
+        span = md_code(payload + " [x](javascript:y)")
+        rendered = md().render(span)
+        codes = re.findall(r"<code>(.*?)</code>", rendered)
+        assert len(codes) == 1, rendered
+        assert html.unescape(codes[0]).strip() == (payload + " [x](javascript:y)").strip()
+        assert "<a " not in rendered
+
+
+def test_md_code_block_contains_everything() -> None:
+    block = md_code_block(MD_HOSTILE + "\n`````\n" + FAKE_ALL_CLEAR)
+    rendered = md().render(block)
+    assert rendered.count("<pre>") == 1
+    assert "<h2" not in rendered and "<script" not in rendered
+    assert rendered.rstrip().endswith("</code></pre>")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("`*_[]()#<>!|\\\n ab"), max_size=80))
+def test_property_md_code_block_is_one_block(s: str) -> None:
+    tokens = md().parse(md_code_block(s))
+    assert [t.type for t in tokens] == ["fence"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("`*_[]()#<>!|\\\n -=ab:"), max_size=80))
+def test_property_md_escape_is_one_plain_paragraph(s: str) -> None:
+    tokens = md().parse(md_escape(s))
+    types = [t.type for t in tokens]
+    assert types in ([], ["paragraph_open", "inline", "paragraph_close"])
+    for t in tokens:
+        for child in t.children or []:
+            assert child.type in ("text", "softbreak", "text_special"), child.type
+
+
+# --- HTML -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("payload", ["<script>alert(1)</script>", "</pre><h1>x</h1>",
+                                     '" onmouseover="alert(1)', "&lt;already&gt;"])
+def test_html_text_escapes(payload: str) -> None:
+    out = html_text(payload)
+    assert "<" not in out and ">" not in out and '"' not in out
+    assert html.unescape(out) == payload
