@@ -276,12 +276,54 @@ class SourceWatcher:
             self.finished = True
 
     def _gone(self, reason: str) -> None:
+        """The process went away: finish its samples from the log it wrote, if it did.
+
+        An eval process exits as soon as its eval ends, often before our last
+        poll; a killed one may leave a partial log. Cursors are valid against the
+        log (same nonce and offsets), so each open stream resumes there; what the
+        log does not have is reported, never silently dropped.
+        """
         self.gone = True
         self.emit(Notice(kind="process_gone", at=time.time(),
-                         message=f"{self.label}: eval process is gone ({reason}); "
-                                 "its open samples are finalised"))
+                         message=f"{self.label}: eval process is gone ({reason})"))
         for tw in self.tasks.values():
-            tw.finalize_all("the eval process went away before the sample finished")
+            if any(not s.done for s in tw.streams.values()) and tw.task.log_location:
+                self._drain_from_log(tw)
+            tw.finalize_all("the eval process went away before the sample finished "
+                            "and its log does not hold the rest")
+
+    def _drain_from_log(self, tw: TaskWatcher) -> None:
+        from watcher.sources.logs import LogSource
+
+        location = str(tw.task.log_location)
+        try:
+            source = LogSource(location)
+            tasks = [t for t in source.tasks() if t.eval_id == tw.task.eval_id]
+        except SourceError:
+            return
+        if not tasks:
+            return
+        tw.source, tw.task = source, tasks[0]
+        listing = source.samples(tasks[0])
+        for row in listing.samples:
+            key = (row.sample_id, row.epoch)
+            if key in tw.streams and row.terminal:
+                tw.rows[key] = row
+                tw._on_row(key, row, time.time())
+        for key, stream in tw.streams.items():
+            stream.task = tasks[0]
+            row = tw.rows.get(key)
+            if stream.done or row is None or not row.terminal:
+                continue
+            for _ in range(10_000):
+                try:
+                    tw._poll(key, stream, time.time())
+                except SourceError:
+                    break
+                if stream.done:
+                    break
+        self.emit(Notice(kind="log_fallback", at=time.time(),
+                         message=f"{self.label}: finished its samples from {location}"))
 
     def run(self, stop: threading.Event) -> None:
         """Poll until finished, gone or stopped."""

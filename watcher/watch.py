@@ -20,7 +20,15 @@ from typing import Any, Protocol
 from watcher.discovery import list_servers
 from watcher.engine import Engine
 from watcher.findings import Finding, Notice, confidence_rank
+from watcher.reporters.base import (
+    RunSummary,
+    SampleSummary,
+    StatusSnapshot,
+    TaskStatus,
+    TaskSummary,
+)
 from watcher.runner import Runner, RunOptions, Selector
+from watcher.sources.base import TaskInfo
 from watcher.state import WatchState
 
 EXIT_OK = 0
@@ -35,7 +43,7 @@ class Sink(Protocol):
 
     def finding(self, f: Finding) -> None: ...
     def notice(self, n: Notice) -> None: ...
-    def status(self, snapshot: dict[str, Any]) -> None: ...
+    def status(self, snapshot: StatusSnapshot) -> None: ...
 
 
 @dataclass
@@ -77,6 +85,7 @@ class Watch:
         self.failed = False
         self._interrupted = False
         self._known_pids: set[int] = set()
+        self.started_at = time.time()
 
     # -- sources -----------------------------------------------------------
 
@@ -142,26 +151,54 @@ class Watch:
         for sink in self.sinks:
             sink.finding(item)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusSnapshot:
         """A snapshot for the live status area."""
         tasks = []
         for sw in self.runner.watchers.values():
-            for tw in sw.tasks.values():
+            for tw in list(sw.tasks.values()):
                 rows = list(tw.rows.values())
-                tasks.append({
-                    "task": tw.task.task, "model": tw.task.model, "eval_id": tw.task.eval_id,
-                    "pid": tw.task.pid, "status": tw.task.status,
-                    "running": sum(r.status == "running" for r in rows),
-                    "done": sum(r.status == "completed" for r in rows),
-                    "errored": sum(r.status == "error" for r in rows),
-                    "total": tw.task.counts.get("total", len(rows)),
-                })
+                tasks.append(TaskStatus(
+                    task=tw.task.task, model=tw.task.model, eval_id=tw.task.eval_id,
+                    running=sum(r.status == "running" for r in rows),
+                    done=sum(r.status == "completed" for r in rows),
+                    errored=sum(r.status == "error" for r in rows),
+                    total=tw.task.counts.get("total") or len(rows) or None,
+                    finished=tw.finished,
+                ))
         by_conf: dict[str, int] = {"high": 0, "medium": 0, "low": 0}
         for f in self.findings.values():
-            by_conf[f.confidence] = by_conf.get(f.confidence, 0) + 1
+            if confidence_rank(f.confidence) >= confidence_rank(self.config.min_confidence):
+                by_conf[f.confidence] = by_conf.get(f.confidence, 0) + 1
         polls = [sw.last_poll_at for sw in self.runner.watchers.values() if sw.last_poll_at]
-        return {"tasks": tasks, "findings": by_conf,
-                "last_poll_at": max(polls) if polls else None, "now": time.time()}
+        return StatusSnapshot(
+            tasks=tuple(tasks), findings_by_confidence=by_conf, now=time.time(),
+            last_poll_at=max(polls) if polls else None,
+            polls=sum(sw.cycles for sw in self.runner.watchers.values()),
+            notices=len(self.notices),
+        )
+
+    def summary(self) -> RunSummary:
+        """What the end-of-run reports show: tasks, samples, findings, notices."""
+        tasks: list[TaskSummary] = []
+        samples: list[SampleSummary] = []
+        for sw in self.runner.watchers.values():
+            for tw in sw.tasks.values():
+                t = tw.task
+                tasks.append(TaskSummary(task=t.task, model=t.model, eval_id=t.eval_id,
+                                         task_id=t.task_id, status=t.status,
+                                         total_samples=t.counts.get("total"),
+                                         log_location=t.log_location))
+                for (sid, epoch), row in tw.rows.items():
+                    samples.append(sample_summary(t, sid, epoch, row.raw))
+        shown = [f for f in self.findings.values()
+                 if confidence_rank(f.confidence) >= confidence_rank(self.config.min_confidence)]
+        logs = sorted({t.log_location for t in tasks if t.log_location})
+        return RunSummary(tasks=tuple(tasks), samples=tuple(samples),
+                          findings=tuple(sorted(shown, key=Finding.sort_key)),
+                          notices=tuple(self.notices),
+                          log_dirs=(self.config.log_dir,) if self.config.log_dir else (),
+                          log_files=tuple(logs), started_at=self.started_at,
+                          ended_at=time.time())
 
     # -- the loop --------------------------------------------------------------
 
@@ -226,3 +263,27 @@ def _install_sigterm(handler: Callable[[], None]) -> Any:
     if threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGTERM, lambda *_: handler())
+
+
+def sample_summary(t: TaskInfo, sample_id: str, epoch: int, row: dict[str, Any]) -> SampleSummary:
+    """A listing row as the summary's sample line."""
+    status = {"completed": "success", "error": "error", "cancelled": "cancelled",
+              "running": "running"}.get(str(row.get("status")), "unknown")
+    scores = row.get("scores") or {}
+    score = ", ".join(f"{k}={v}" for k, v in scores.items()) if isinstance(scores, dict) else None
+    err = row.get("error")
+    retry_errors = tuple(str(e.get("message") or "") if isinstance(e, dict) else str(e)
+                         for e in row.get("error_retries") or [])
+    return SampleSummary(
+        task=t.task, model=t.model, sample_id=sample_id, epoch=epoch, eval_id=t.eval_id,
+        status=status, total_time=_num(row.get("total_time")),
+        working_time=_num(row.get("working_time")),
+        total_tokens=int(row["total_tokens"]) if isinstance(row.get("total_tokens"), int) else None,
+        retries=int(row.get("retries") or 0),
+        error=(err.get("message") if isinstance(err, dict) else str(err)) if err else None,
+        retry_errors=retry_errors, score=score or None, log_location=t.log_location,
+    )
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None

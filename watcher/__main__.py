@@ -1,0 +1,5 @@
+"""``python -m watcher`` is ``inspect-watch``."""
+
+from watcher.cli import main
+
+main()

@@ -1,0 +1,310 @@
+"""The ``inspect-watch`` command line: thin click commands wiring the library together.
+
+Commands parse options and connect sources, the engine and reporters; all
+formatting lives in :mod:`watcher.reporters`. Nothing here imports inspect_ai at
+module level: ``--help`` and a live watch must start fast.
+
+Exit codes: 0 ok; 1 a finding at or above ``--fail-on`` was reported (or a
+``rules test`` case failed); 2 bad input (invalid rules, options or state file);
+3 a source could not be read; 130 interrupted (outputs flushed, state saved).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from watcher import __version__
+
+LEVELS = click.Choice(["low", "medium", "high"])
+
+
+def _rule_options(f: Any) -> Any:
+    f = click.option("--rules", "rules", multiple=True, type=click.Path(),
+                     help="Extra rule file or directory (repeatable); "
+                     "same ids replace built-ins.")(f)
+    f = click.option("--disable", multiple=True, metavar="ID", help="Disable a rule id.")(f)
+    f = click.option("--only", multiple=True, metavar="ID|CATEGORY",
+                     help="Run only these rule ids or categories.")(f)
+    f = click.option("--needs", "needs_max", type=click.Choice(["metadata", "content", "full"]),
+                     default=None, help="Run only rules that read at most this much agent text "
+                     "(metadata = never read agent-controlled text).")(f)
+    f = click.option("--no-builtin", is_flag=True, help="Do not load the built-in rule pack.")(f)
+    return f
+
+
+def load_engine(rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[str, ...],
+                needs_max: str | None, no_builtin: bool = False) -> Any:
+    """Load and compile the rules, or exit 2 with every error located."""
+    from watcher.engine import Engine, RuleLoadErrors, load_rules
+
+    try:
+        ruleset = load_rules(paths=list(rules), builtin=not no_builtin, disable=list(disable),
+                             only=list(only), needs_max=needs_max)
+    except RuleLoadErrors as e:
+        click.echo(e.render() if hasattr(e, "render") else str(e), err=True)
+        click.echo("inspect-watch: refusing to start with invalid rules", err=True)
+        sys.exit(2)
+    return Engine(ruleset)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="inspect-watch")
+def main() -> None:
+    """Watch live Inspect AI evals (or their logs) with YAML rules.
+
+    Finds submit loops, repeated tool calls, shortcut patterns, stalls and error
+    storms, each with an honest confidence level and what you can do about it.
+    The watcher only observes: it never cancels or changes an eval.
+    """
+
+
+def _sinks(fmt: str, output: str | None, quiet: bool, no_color: bool, min_confidence: str,
+           full_evidence: bool) -> list[Any]:
+    from watcher.reporters import JsonlReporter, TextReporter
+
+    sinks: list[Any] = []
+    if fmt == "jsonl":
+        if output:
+            sinks.append(JsonlReporter(output, full_evidence=full_evidence))
+        else:
+            sinks.append(JsonlReporter(stream=sys.stdout, full_evidence=full_evidence))
+    else:
+        stream = sys.stdout
+        if output:
+            stream = open(output, "a", encoding="utf-8")  # noqa: SIM115 - closed at stop
+        sinks.append(TextReporter(stream, quiet=quiet, color=False if no_color else None,
+                                  min_confidence=min_confidence))
+    return sinks
+
+
+def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
+              replay: list[str] | None = None, poll: float = 1.0, fmt: str = "text",
+              output: str | None = None, min_confidence: str = "low", once: bool = False,
+              state_path: str | None = None, transport: str = "auto",
+              fail_on: str | None = None, follow: bool = False, quiet: bool = False,
+              no_color: bool = False, summary_md: str | None = None,
+              summary_html: str | None = None, full_evidence: bool = False,
+              on_finding: str | None = None, wait_for_evals: float = 0.0,
+              extra_sinks: list[Any] | None = None) -> int:
+    """Run one watch with reporters; returns the exit code."""
+    from watcher.reporters import RunContext
+    from watcher.state import StateError, WatchState
+    from watcher.watch import EXIT_BAD_INPUT, Watch, WatchConfig
+
+    try:
+        state = WatchState.load(Path(state_path)) if state_path else WatchState()
+    except StateError as e:
+        click.echo(f"inspect-watch: {e}", err=True)
+        return EXIT_BAD_INPUT
+    sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence)
+    if on_finding:
+        from watcher.hooks import CommandHook
+
+        sinks.append(CommandHook(on_finding))
+    sinks += extra_sinks or []
+    config = WatchConfig(transport=transport, log_dir=log_dir, replay=replay or [],
+                         follow=follow, once=once, poll=poll, selector=selector,
+                         min_confidence=min_confidence, fail_on=fail_on,
+                         wait_for_evals=wait_for_evals)
+    watch = Watch(engine, config, state, sinks)
+    context = RunContext(started_at=watch.started_at,
+                         sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
+                         log_dirs=(log_dir,) if log_dir else (),
+                         rules=tuple(engine.rule_ids), version=__version__)
+    for sink in sinks:
+        sink.start(context)
+    result = watch.run()
+    summary = watch.summary()
+    for sink in sinks:
+        sink.stop(summary)
+    if summary_md:
+        from watcher.reporters import MarkdownReporter
+
+        md = MarkdownReporter(summary_md)
+        md.start(context)
+        md.stop(summary)
+    if summary_html:
+        from watcher.reporters import HtmlReporter
+
+        html = HtmlReporter(summary_html)
+        html.start(context)
+        html.stop(summary)
+    return result.exit_code
+
+
+@main.command()
+@click.argument("task", required=False)
+@click.argument("sample_id", required=False)
+@click.argument("epoch", required=False, type=int)
+@click.option("--log-dir", help="Read finished (or flushed) logs here instead of live evals "
+              "(a directory, a file, or a URL such as s3://bucket/logs).")
+@_rule_options
+@click.option("--poll", type=float, default=1.0, show_default=True, help="Seconds between polls.")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True)
+@click.option("--output", "-o", help="Write findings here (appended) instead of stdout.")
+@click.option("--min-confidence", type=LEVELS, default="low", show_default=True)
+@click.option("--once", is_flag=True, help="Read what is there now, report, exit.")
+@click.option("--state", "state_path", type=click.Path(dir_okay=False),
+              help="Persist reported findings: a restart or the next --once reports only "
+              "what is new.")
+@click.option("--transport", type=click.Choice(["auto", "http", "cli"]), default="auto",
+              show_default=True, help="auto: HTTP over the control socket, `inspect ctl` for "
+              "servers newer than this watcher.")
+@click.option("--fail-on", type=LEVELS, help="Exit 1 if a finding at or above this level "
+              "was reported (for CI).")
+@click.option("--follow", is_flag=True, help="Keep watching for evals launched later.")
+@click.option("--quiet", "-q", is_flag=True, help="Findings only: no banner or status.")
+@click.option("--no-color", is_flag=True, help="No colour (NO_COLOR is honoured too).")
+@click.option("--summary", "summary_md", type=click.Path(dir_okay=False),
+              help="Write a Markdown summary here at the end.")
+@click.option("--html", "summary_html", type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML report here at the end.")
+@click.option("--full-evidence", is_flag=True, help="JSONL: evidence in full, not shortened.")
+@click.option("--on-finding", metavar="CMD", help="Run CMD for each new or escalated finding "
+              "with its JSON on stdin (time-limited; failures are reported, never fatal).")
+def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: str | None,
+          rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[str, ...],
+          needs_max: str | None, no_builtin: bool, poll: float, fmt: str, output: str | None,
+          min_confidence: str, once: bool, state_path: str | None, transport: str,
+          fail_on: str | None, follow: bool, quiet: bool, no_color: bool,
+          summary_md: str | None, summary_html: str | None, full_evidence: bool,
+          on_finding: str | None) -> None:
+    """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
+    from watcher.runner import Selector
+
+    if poll <= 0:
+        raise click.BadParameter("must be positive", param_hint="--poll")
+    engine = load_engine(rules, disable, only, needs_max, no_builtin)
+    code = run_watch(engine, selector=Selector(task, sample_id, epoch), log_dir=log_dir,
+                     poll=poll, fmt=fmt, output=output, min_confidence=min_confidence,
+                     once=once, state_path=state_path, transport=transport, fail_on=fail_on,
+                     follow=follow, quiet=quiet, no_color=no_color, summary_md=summary_md,
+                     summary_html=summary_html, full_evidence=full_evidence,
+                     on_finding=on_finding)
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@_rule_options
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text")
+@click.option("--output", "-o")
+@click.option("--min-confidence", type=LEVELS, default="low")
+@click.option("--fail-on", type=LEVELS)
+def replay(files: tuple[str, ...], rules: tuple[str, ...], disable: tuple[str, ...],
+           only: tuple[str, ...], needs_max: str | None, no_builtin: bool, fmt: str,
+           output: str | None, min_confidence: str, fail_on: str | None) -> None:
+    """Run the rules over recorded event pages (JSONL from `record`)."""
+    from watcher.runner import Selector
+
+    engine = load_engine(rules, disable, only, needs_max, no_builtin)
+    sys.exit(run_watch(engine, selector=Selector(), replay=list(files), fmt=fmt, output=output,
+                       min_confidence=min_confidence, fail_on=fail_on, quiet=True, poll=0.05))
+
+
+@main.command(name="ls")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def ls_cmd(as_json: bool) -> None:
+    """List running tasks: task, id, model, status, sample counts, pid, log."""
+    from watcher.discovery import list_servers
+    from watcher.sanitize import clean_text
+    from watcher.sources.base import SourceError
+    from watcher.sources.http import HttpSource
+
+    rows: list[dict[str, Any]] = []
+    for server in list_servers():
+        src = HttpSource(server, retries=1)
+        try:
+            for t in src.tasks():
+                rows.append({"task": t.task, "task_id": t.task_id, "eval_id": t.eval_id,
+                             "model": t.model, "status": t.status, "samples": t.counts,
+                             "pid": server.pid, "api_version": server.api_version,
+                             "log_location": t.log_location})
+        except SourceError as e:
+            rows.append({"pid": server.pid, "error": str(e)})
+        finally:
+            src.close()
+    if as_json:
+        click.echo(json.dumps({"tasks": rows}, indent=2))
+        return
+    if not rows:
+        click.echo("no running Inspect evals")
+        return
+    for r in rows:
+        if "error" in r:
+            click.echo(f"pid {r['pid']}: unreachable ({clean_text(r['error'])})")
+            continue
+        c = r["samples"]
+        click.echo(
+            f"{clean_text(r['task'])}  {r['task_id']}  {clean_text(r['model'])}  {r['status']}  "
+            f"samples {c.get('completed', 0)}/{c.get('total', '?')} done, "
+            f"{c.get('in_flight', 0)} running, {c.get('errored', 0)} errored  "
+            f"pid {r['pid']}  {clean_text(str(r['log_location']))}")
+
+
+@main.command()
+@click.argument("task")
+@click.argument("sample_id")
+@click.argument("epoch", required=False, type=int, default=1)
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False))
+@click.option("--tier", type=click.Choice(["metadata", "content", "full"]), default="content")
+@click.option("--log-dir", help="Record from logs instead of a live eval.")
+def record(task: str, sample_id: str, epoch: int, output: str, tier: str,
+           log_dir: str | None) -> None:
+    """Record one sample's event pages to a JSONL file (for fixtures and bug reports)."""
+    from watcher.record import RecordError, record_sample
+
+    try:
+        pages = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)
+    except RecordError as e:
+        click.echo(f"inspect-watch record: {e}", err=True)
+        sys.exit(3)
+    click.echo(f"recorded {pages} pages to {output}")
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default="markdown")
+@click.option("--output", "-o", help="Write the report here (default: stdout).")
+def report(files: tuple[str, ...], fmt: str, output: str | None) -> None:
+    """Summarise findings JSONL files (several watchers or hosts merge into one)."""
+    from watcher.reporters import REPORTERS, RunContext, RunSummary
+    from watcher.reporters.jsonl import merge_findings
+
+    findings = merge_findings(list(files))
+    summary = RunSummary.from_findings(findings)
+    cls = REPORTERS[fmt]
+    rep = cls(output) if output else cls(stream=sys.stdout)  # type: ignore[call-arg]
+    rep.start(RunContext(sources=files, version=__version__))
+    rep.stop(summary)
+
+
+@main.command()
+@click.option("--keep-logs", type=click.Path(file_okay=False),
+              help="Write the demo eval's logs here (default: a temporary directory).")
+@click.option("--no-color", is_flag=True)
+def demo(keep_logs: str | None, no_color: bool) -> None:
+    """Launch the bundled example eval in the background and watch it live."""
+    from watcher.demo import run_demo
+
+    sys.exit(run_demo(keep_logs=keep_logs, no_color=no_color))
+
+
+def _mount_rules() -> None:
+    try:
+        from watcher.rules_cli import rules as rules_group
+    except ImportError:  # pragma: no cover - during development only
+        return
+    main.add_command(rules_group, name="rules")
+
+
+_mount_rules()
+
+if __name__ == "__main__":
+    main()

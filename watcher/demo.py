@@ -1,0 +1,83 @@
+"""``inspect-watch demo``: run the bundled example eval and watch it live.
+
+The eval (``examples/demo_eval.py``, shipped in the wheel as
+``watcher.examples``) uses the scripted model, so it needs no API key and no
+network. It runs with a private discovery directory so the demo watches only
+its own eval, and the eval process is always stopped (SIGINT, then SIGKILL)
+before the demo returns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.resources import as_file, files
+from pathlib import Path
+
+import click
+
+
+def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
+    from watcher.cli import load_engine, run_watch
+    from watcher.runner import Selector
+
+    engine = load_engine((), (), (), None)
+    with tempfile.TemporaryDirectory(prefix="inspect-watch-demo-") as tmp, \
+            as_file(files("watcher.examples").joinpath("demo_eval.py")) as eval_file:
+        data_home = Path(tmp) / "data"
+        log_dir = Path(keep_logs) if keep_logs else Path(tmp) / "logs"
+        env = {**os.environ, "XDG_DATA_HOME": str(data_home), "INSPECT_LOG_LEVEL": "warning"}
+        cmd = [sys.executable, "-m", "inspect_ai._cli.main", "eval", f"{eval_file}@demo",
+               "--model", "scripted/demo", "--log-dir", str(log_dir), "--display", "none"]
+        click.echo("inspect-watch demo: starting the example eval "
+                   "(scripted model, 3 samples: clean, repeated-call, submit-loop)")
+        out = open(Path(tmp) / "eval.out", "wb")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        os.environ["INSPECT_WATCH_CONTROL_DIR"] = str(data_home / "inspect_ai" / "control")
+        try:
+            if not _wait_for_discovery(data_home, proc, timeout=90):
+                out.flush()
+                click.echo("inspect-watch demo: the example eval did not start:\n"
+                           + (Path(tmp) / "eval.out").read_text()[-2000:], err=True)
+                return 3
+            code = run_watch(engine, selector=Selector(), poll=0.5, no_color=no_color)
+            proc.wait(timeout=60)
+            click.echo(f"inspect-watch demo: eval finished; logs in {log_dir}"
+                       if keep_logs else "inspect-watch demo: eval finished")
+            return 0 if code in (0, 1) else code
+        finally:
+            os.environ.pop("INSPECT_WATCH_CONTROL_DIR", None)
+            _stop(proc)
+            out.close()
+
+
+def _wait_for_discovery(data_home: Path, proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    path = data_home / "inspect_ai" / "control" / f"{proc.pid}.json"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if path.exists():
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Leave no process behind: SIGINT (Inspect's graceful path), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=15)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)

@@ -1,0 +1,56 @@
+"""``inspect-watch record``: save one sample's event pages as a replayable JSONL file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from watcher.discovery import list_servers
+from watcher.events import Tier
+from watcher.sources.base import Source, SourceError, TaskInfo
+
+
+class RecordError(Exception):
+    """The sample could not be found or read."""
+
+
+def _find(sources: list[Source], task: str) -> tuple[Source, TaskInfo]:
+    for src in sources:
+        for t in src.tasks():
+            if t.task == task or t.task_id.startswith(task) or t.eval_id.startswith(task):
+                return src, t
+    raise RecordError(f"no task matching {task!r}")
+
+
+def record_sample(task: str, sample_id: str, epoch: int, output: str, *, tier: Tier = "content",
+                  log_dir: str | None = None) -> int:
+    """Page the sample from its start to now (or its end); returns the page count."""
+    from watcher.sources.replay import write_recording
+
+    sources: list[Source] = []
+    try:
+        if log_dir:
+            from watcher.sources.logs import LogSource
+
+            sources.append(LogSource(log_dir))
+        else:
+            from watcher.sources.http import HttpSource
+
+            sources.extend(HttpSource(s) for s in list_servers())
+        src, info = _find(sources, task)
+        pages: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(100_000):
+            page = src.events(info, sample_id, epoch, since=cursor, types=None, tier=tier)
+            pages.append({"events": page.events, "next": page.next, "done": page.done})
+            if page.done or not page.next or page.next == cursor:
+                break
+            cursor = page.next
+        header = {"task": info.task, "task_id": info.task_id, "eval_id": info.eval_id,
+                  "model": info.model, "sample_id": sample_id, "epoch": epoch, "tier": tier}
+        write_recording(output, header, pages)
+        return len(pages)
+    except SourceError as e:
+        raise RecordError(str(e)) from e
+    finally:
+        for s in sources:
+            s.close()
