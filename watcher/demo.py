@@ -15,10 +15,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from importlib.resources import as_file, files
 from pathlib import Path
 
 import click
+
+from watcher.resources import bundled_dir
 
 
 def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
@@ -26,8 +27,8 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
     from watcher.runner import Selector
 
     engine = load_engine((), (), (), None)
-    with tempfile.TemporaryDirectory(prefix="inspect-watch-demo-") as tmp, \
-            as_file(files("watcher.examples").joinpath("demo_eval.py")) as eval_file:
+    eval_file = bundled_dir("examples") / "demo_eval.py"
+    with tempfile.TemporaryDirectory(prefix="inspect-watch-demo-") as tmp:
         data_home = Path(tmp) / "data"
         log_dir = Path(keep_logs) if keep_logs else Path(tmp) / "logs"
         env = {**os.environ, "XDG_DATA_HOME": str(data_home), "INSPECT_LOG_LEVEL": "warning"}
