@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -89,9 +90,19 @@ def one(v: object, max_len: int = 200) -> str:
     return clean_text(v, max_len, one_line=True)
 
 
+_PLAIN_ID = re.compile(r"[\w.:/@+-]{1,200}")
+
+
+def fmt_id(v: object) -> str:
+    """A name or id as is when plain, else «quoted» so spaces and ';' cannot blur the line."""
+    text = one(v)
+    if _PLAIN_ID.fullmatch(text) and not text.startswith("-"):
+        return text
+    return f"«{neutralise_quotes(text)}»"
+
+
 def where(f: Finding) -> str:
-    """``task · model · sample · epoch · attempt`` (values cleaned)."""
+    """``task · model · sample · epoch · attempt`` (values cleaned, odd ones quoted)."""
     s = f.sample
-    c = one
-    return (f"task {c(s.task)}  model {c(s.model)}  sample {c(s.sample_id)}  "
+    return (f"task {fmt_id(s.task)}  model {fmt_id(s.model)}  sample {fmt_id(s.sample_id)}  "
             f"epoch {s.epoch}  attempt {s.attempt}")

@@ -23,6 +23,7 @@ from watcher.reporters._format import (
     fmt_clock,
     fmt_duration,
     fmt_facts,
+    fmt_id,
     fmt_span,
     fmt_time,
     one,
@@ -216,7 +217,7 @@ class TextReporter(Reporter):
             label = "escalated"
         elif f.status == "ended" and prev.status != "ended":
             self._shown[f.id] = f
-            sid = one(f.sample.sample_id, 100)
+            sid = fmt_id(f.sample.sample_id)
             self._emit_above_status(
                 f"{self._badge(f.confidence)} ended: {one(f.title, 200)}"
                 f"  (sample {sid} epoch {f.sample.epoch}, {fmt_span(f)})\n")
@@ -232,8 +233,7 @@ class TextReporter(Reporter):
         text = f"notice [{kind}] {one(n.message, 500)}"
         if n.sample is not None:
             s = n.sample
-            text += (f" (task {one(s.task, 100)}, sample "
-                     f"{one(s.sample_id, 100)}, epoch {s.epoch})")
+            text += f" (task {fmt_id(s.task)}, sample {fmt_id(s.sample_id)}, epoch {s.epoch})"
         if n.at:
             text = f"{fmt_clock(n.at)} {text}"
         self._emit_above_status(self._style("notice", "! " + text) + "\n")

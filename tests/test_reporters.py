@@ -1,0 +1,510 @@
+"""Reporters: golden output per format, hostile text, JSONL folding/merging, hand-off text.
+
+Golden files live in tests/golden/; regenerate with
+``UPDATE_GOLDEN=1 pytest tests/test_reporters.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import shlex
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+
+import fsspec
+import pytest
+from markdown_it import MarkdownIt
+
+from watcher import handoff as handoff_mod
+from watcher.findings import Finding, Notice
+from watcher.handoff import detect_sample_cancel, handoff_text, sample_cancel_command
+from watcher.reporters import (
+    REPORTERS,
+    HtmlReporter,
+    JsonlReporter,
+    MarkdownReporter,
+    RunContext,
+    SampleSummary,
+    StatusSnapshot,
+    TaskStatus,
+    TextReporter,
+    find_outliers,
+    merge_findings,
+    read_jsonl,
+    render_html,
+    render_markdown,
+    summary_from_jsonl,
+)
+from watcher.reporters.examples import (
+    T0,
+    example_notices,
+    example_snapshots,
+    example_summary,
+)
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def check_golden(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(actual, encoding="utf-8", newline="")
+    assert path.exists(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
+    assert actual == path.read_bytes().decode("utf-8"), f"{name} differs from golden"
+
+
+def run_reporter(r: object, *, statuses: bool = True) -> None:
+    """Drive a reporter through the example run."""
+    r.start(RunContext(started_at=T0, sources=("http://127.0.0.1:7575",), log_dirs=("/logs",),
+                       version="0.1.0"))
+    snaps = example_snapshots()
+    notices = example_notices()
+    for i, f in enumerate(snaps):
+        if statuses:
+            r.status(StatusSnapshot(
+                tasks=(TaskStatus("demo", "mockllm/model", running=3 - min(i, 3), done=i,
+                                  total=7),
+                       TaskStatus("other_task", "openai/gpt-4o", running=1)),
+                findings_by_confidence={"high": i // 2, "low": 1},
+                now=T0 + 100 * i, last_poll_at=T0 + 100 * i - 2, polls=10 * i))
+        r.finding(f)
+        if i == 2:
+            r.notice(notices[0])
+    r.notice(notices[1])
+    r.stop(example_summary())
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+# --- registry ----------------------------------------------------------------------
+
+
+def test_registry_names() -> None:
+    assert set(REPORTERS) == {"text", "jsonl", "markdown", "html"}
+    assert REPORTERS["text"] is TextReporter and REPORTERS["html"] is HtmlReporter
+
+
+# --- text ----------------------------------------------------------------------------
+
+
+def test_text_plain_golden_and_terminal_safe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    buf = io.StringIO()
+    run_reporter(TextReporter(buf))
+    out = buf.getvalue()
+    check_golden("text_plain.txt", out)
+    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+    # new, escalated and ended each reported; the escalation re-prints the block
+    assert out.count("(loop.repeat_tool_call, new)") == 1
+    assert out.count("(loop.repeat_tool_call, escalated)") == 1
+    assert "[LOW] ended: Tool errors in a row" in out
+    # the fake "all clear" line never starts a line of output
+    assert not any(ln.lstrip().startswith("## inspect-watch") for ln in out.splitlines())
+
+
+def test_text_tty_golden(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    buf = FakeTTY()
+    run_reporter(TextReporter(buf, width=120))
+    out = buf.getvalue()
+    check_golden("text_tty.txt", out.replace("\x1b", "\\e").replace("\r", "\\r"))
+    assert "\x1b[1;97;41m HIGH \x1b[0m" in out  # coloured badge
+    assert re.search(r"\r\x1b\[\d+A\x1b\[J", out)  # status area erased in place
+    # only our own escapes: none of the agent's OSC/clear-screen sequences survive
+    assert "\x1b]" not in out and "\x1b[2J" not in out
+
+
+def test_text_no_color_env_and_explicit_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    buf = FakeTTY()
+    r = TextReporter(buf)
+    r.finding(example_snapshots()[0])
+    assert "[MEDIUM]" in buf.getvalue() and "\x1b[1;30;43m" not in buf.getvalue()
+    buf2 = io.StringIO()
+    TextReporter(buf2, color=True).finding(example_snapshots()[0])
+    assert "\x1b[1;30;43m MEDIUM \x1b[0m" in buf2.getvalue()
+
+
+def test_text_quiet_and_min_confidence() -> None:
+    buf = io.StringIO()
+    run_reporter(TextReporter(buf, quiet=True, min_confidence="medium"))
+    out = buf.getvalue()
+    assert "status:" not in out and "watching http" not in out
+    assert "inspect-watch: stopped" not in out
+    assert "Tool errors in a row" not in out  # low confidence hidden
+    assert "[HIGH] No events for a long time" in out
+    assert "notice [gap]" in out  # notices are never hidden
+
+
+def test_text_repeated_snapshot_not_reprinted() -> None:
+    buf = io.StringIO()
+    r = TextReporter(buf, quiet=True)
+    f = example_snapshots()[0]
+    r.finding(f)
+    r.finding(replace(f, count=f.count + 1, last_seen=f.last_seen + 5))
+    assert buf.getvalue().count("Repeated identical tool call") == 1
+
+
+def test_text_status_lines_throttled_when_not_tty() -> None:
+    buf = io.StringIO()
+    r = TextReporter(buf, status_every=60)
+    t = (TaskStatus("demo", "m", running=1),)
+    r.status(StatusSnapshot(tasks=t, now=T0, last_poll_at=T0, polls=1))
+    r.status(StatusSnapshot(tasks=(TaskStatus("demo", "m", done=1),), now=T0 + 10, polls=2))
+    r.status(StatusSnapshot(tasks=t, now=T0 + 100, polls=3))  # unchanged since first print
+    r.status(StatusSnapshot(tasks=(TaskStatus("demo", "m", done=1),), now=T0 + 200, polls=4))
+    lines = [ln for ln in buf.getvalue().splitlines() if ln.startswith("status:")]
+    assert len(lines) == 2 and "done 1" in lines[1]
+
+
+def test_text_fills_missing_handoff() -> None:
+    buf = io.StringIO()
+    f = replace(example_snapshots()[0], handoff="")
+    TextReporter(buf).finding(f)
+    assert "inspect-watch only observes" in buf.getvalue()
+    assert "kill -INT 4242" in buf.getvalue()
+
+
+# --- jsonl ------------------------------------------------------------------------------
+
+
+class CountingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.writes.append(s)
+        return super().write(s)
+
+
+def test_jsonl_golden_one_write_per_line() -> None:
+    stream = CountingStream()
+    run_reporter(JsonlReporter(stream=stream))
+    out = stream.getvalue()
+    check_golden("findings.jsonl", out)
+    assert all(w.endswith("\n") and w.count("\n") == 1 for w in stream.writes)
+    assert out.isascii() and "\x1b" not in out
+    recs = [json.loads(ln) for ln in out.splitlines()]
+    kinds = [r["kind"] for r in recs]
+    assert kinds.count("finding") == 5 and kinds.count("notice") == 2
+    ids = [r["id"] for r in recs if r["kind"] == "finding"]
+    assert ids[0] == ids[2]  # the escalation is a new line with the same id
+    assert recs[0]["schema"] == 1
+
+
+def test_jsonl_roundtrip_keeps_agent_text_exactly() -> None:
+    stream = io.StringIO()
+    r = JsonlReporter(stream=stream)
+    f = example_snapshots()[0]
+    r.finding(f)
+    back = Finding.from_dict(json.loads(stream.getvalue()))
+    assert back.evidence.excerpts == f.evidence.excerpts
+    assert back.to_dict() == f.to_dict()
+
+
+def test_jsonl_excerpts_capped_unless_full() -> None:
+    f = example_snapshots()[0]
+    long = replace(f, evidence=replace(f.evidence, excerpts=("x" * 5000,) * 8))
+    short, full = io.StringIO(), io.StringIO()
+    JsonlReporter(stream=short).finding(long)
+    JsonlReporter(stream=full, full_evidence=True).finding(long)
+    s, u = json.loads(short.getvalue()), json.loads(full.getvalue())
+    assert len(s["evidence"]["agent_text"]) == 5 and len(s["evidence"]["agent_text"][0]) < 600
+    assert s["evidence"]["agent_text_truncated"] is True
+    assert u["evidence"]["agent_text"] == ["x" * 5000] * 8
+    assert "agent_text_truncated" not in u["evidence"]
+
+
+def test_jsonl_non_finite_facts_are_strict_json() -> None:
+    f = example_snapshots()[0]
+    odd = replace(f, evidence=replace(f.evidence, facts={"ratio": float("nan"), "obj": object()}))
+    stream = io.StringIO()
+    JsonlReporter(stream=stream).finding(odd)
+    rec = json.loads(stream.getvalue(), parse_constant=lambda c: pytest.fail(c))
+    assert rec["evidence"]["facts"]["ratio"] is None
+    assert rec["evidence"]["facts"]["obj"].startswith("<object")
+
+
+def test_jsonl_file_appends_from_two_writers(tmp_path: Path) -> None:
+    path = tmp_path / "findings.jsonl"
+    a, b = JsonlReporter(path), JsonlReporter(path)
+    snaps = example_snapshots()
+    for r in (a, b):
+        r.start(RunContext())
+    a.finding(snaps[0])
+    b.finding(snaps[1])
+    a.finding(snaps[2])
+    b.notice(example_notices()[0])
+    a.stop()
+    b.stop()
+    lines = path.read_text().splitlines()
+    assert len(lines) == 4 and all(json.loads(ln) for ln in lines)
+
+
+def test_merge_folds_by_id_and_skips_truncated_last_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    snaps = example_snapshots()
+    one, two = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    ra, rb = JsonlReporter(one), JsonlReporter(two)
+    for f in snaps[:3]:
+        ra.finding(f)
+    ra.stop()
+    for f in snaps[1:]:  # a second watcher saw the same episodes plus later ones
+        rb.finding(f)
+    rb.notice(example_notices()[0])
+    rb.stop()
+    with open(two, "a") as fh:
+        fh.write('{"schema":1,"kind":"finding","id":"trunc')  # writer killed mid-line
+    with caplog.at_level(logging.WARNING):
+        merged = merge_findings([one, two])
+    assert "truncated last line" in caplog.text
+    assert len(merged) == 3 and len({f.id for f in merged}) == 3
+    by_rule = {f.rule: f for f in merged}
+    assert by_rule["loop.repeat_tool_call"].confidence == "high"  # later snapshot won
+    assert by_rule["errors.tool_error_streak"].status == "ended"
+    assert [f.first_seen for f in merged] == sorted(f.first_seen for f in merged)
+
+
+def test_merge_fold_prefers_fuller_snapshot_regardless_of_file_order(tmp_path: Path) -> None:
+    early, late = example_snapshots()[0], example_snapshots()[2]
+    p1, p2 = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
+    JsonlReporter(p1).finding(late)
+    JsonlReporter(p2).finding(early)
+    (merged,) = merge_findings([p1, p2])
+    assert merged.confidence == "high" and merged.count == late.count
+
+
+def test_merge_through_fsspec_memory_and_file_urls(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    r = JsonlReporter(stream=stream)
+    for f in example_snapshots():
+        r.finding(f)
+    with fsspec.open("memory://watch/a.jsonl", "w") as fh:
+        fh.write(stream.getvalue())
+    local = tmp_path / "b.jsonl"
+    local.write_text(stream.getvalue())
+    merged = merge_findings(["memory://watch/a.jsonl", f"file://{local}"])
+    assert {f.rule for f in merged} == {"loop.repeat_tool_call", "errors.tool_error_streak",
+                                       "stall.no_events"}
+
+
+def test_read_jsonl_skips_garbage_in_the_middle(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    stream = io.StringIO()
+    r = JsonlReporter(stream=stream)
+    r.finding(example_snapshots()[0])
+    r.notice(example_notices()[1])
+    lines = stream.getvalue().splitlines()
+    path = tmp_path / "x.jsonl"
+    path.write_text(lines[0] + "\nnot json\n[1,2]\n" + lines[1] + "\n" + lines[1] + "\n")
+    with caplog.at_level(logging.WARNING):
+        findings, notices = read_jsonl([path])
+    assert len(findings) == 1 and len(notices) == 1  # duplicate notice folded
+    assert notices[0] == example_notices()[1]
+    assert caplog.text.count("unparseable line") == 2
+
+
+# --- markdown -------------------------------------------------------------------------
+
+
+def md_tokens(text: str) -> list:
+    return MarkdownIt("commonmark", {"html": True}).enable("table").parse(text)
+
+
+def test_markdown_golden() -> None:
+    check_golden("report.md", render_markdown(example_summary()))
+
+
+def test_markdown_structure_is_only_ours() -> None:
+    text = render_markdown(example_summary())
+    tokens = md_tokens(text)
+    headings = []
+    for i, t in enumerate(tokens):
+        if t.type == "heading_open":
+            headings.append((t.tag, tokens[i + 1].content))
+    h2 = [c for tag, c in headings if tag == "h2"]
+    assert h2 == ["Tasks", "Outliers", "Errored samples", "Findings (3)", "Notices (2)",
+                  "Logs"]
+    h3 = [c for tag, c in headings if tag == "h3"]
+    assert h3 == ["High confidence (2)", "Medium confidence (0)", "Low confidence (1)"]
+    assert not any("all clear" in c for _, c in headings)
+    assert not any(t.type in ("html_block", "html_inline") for t in tokens)
+    inline_children = [c for t in tokens for c in (t.children or [])]
+    assert not any(c.type in ("html_inline", "link_open", "image") for c in inline_children)
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
+    assert "<script" not in rendered and "javascript:" not in rendered.split("<pre>")[0]
+
+
+def test_markdown_contents() -> None:
+    text = render_markdown(example_summary())
+    assert "| demo | mockllm/model | 7 | 7 | 0 | 1 | accuracy 0.857, stderr 0.143 |" in text
+    assert "sample `7` epoch 1: time 6m40s" in text
+    assert "sample `7` epoch 1: tokens 90,000" in text
+    assert "retried 1× then succeeded" in text  # errored sample that succeeded on retry
+    assert "`inspect view --log-dir /logs`" in text
+    high = text.index("### High confidence")
+    assert high < text.index("### Medium confidence") < text.index("### Low confidence")
+    assert text.count("#### HIGH: Repeated identical tool call") == 1  # folded by id
+
+
+def test_markdown_from_jsonl_only(tmp_path: Path) -> None:
+    path = tmp_path / "f.jsonl"
+    r = JsonlReporter(path)
+    for f in example_snapshots():
+        r.finding(f)
+    for n in example_notices():
+        r.notice(n)
+    r.stop()
+    text = render_markdown(summary_from_jsonl([path]))
+    assert "## Findings (3)" in text and "## Notices (2)" in text
+    assert "| demo | mockllm/model | ? |" in text  # task known only from findings
+
+
+def test_markdown_reporter_writes_file_with_live_findings(tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    r = MarkdownReporter(out)
+    run_reporter(r, statuses=False)
+    assert out.read_text() == render_markdown(example_summary())
+    r2 = MarkdownReporter(tmp_path / "live.md")
+    r2.start(RunContext(log_dirs=("/logs",)))
+    for f in example_snapshots():
+        r2.finding(f)
+    r2.stop(None)
+    assert "## Findings (3)" in (tmp_path / "live.md").read_text()
+
+
+def test_outliers_need_factor_and_floor() -> None:
+    def s(i: int, t: float, tok: int) -> SampleSummary:
+        return SampleSummary(task="t", model="m", sample_id=str(i), total_time=t,
+                             total_tokens=tok)
+
+    quick = [s(1, 0.5, 10), s(2, 0.5, 10), s(3, 3.0, 100)]  # 6x median but under floors
+    assert find_outliers(quick) == []
+    slow = [s(1, 100, 1000), s(2, 110, 1000), s(3, 400, 1000), s(4, 120, 1000)]
+    out = find_outliers(slow)
+    assert [(o.sample.sample_id, o.metric) for o in out] == [("3", "total_time")]
+
+
+# --- html -----------------------------------------------------------------------------
+
+
+class TagCollector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_html_golden() -> None:
+    check_golden("report.html", render_html(example_summary()))
+
+
+def test_html_is_self_contained_and_inert() -> None:
+    page = render_html(example_summary())
+    p = TagCollector()
+    p.feed(page)
+    tags = {t for t, _ in p.tags}
+    assert tags <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4",
+                    "p", "i", "b", "table", "tr", "th", "td", "ul", "li", "code", "pre", "div",
+                    "span"}
+    for _, attrs in p.tags:
+        assert not any(k.startswith("on") or k in ("href", "src") for k in attrs)
+    csp = [a for t, a in p.tags if t == "meta" and a.get("http-equiv")]
+    assert csp and "default-src 'none'" in (csp[0]["content"] or "")
+    text = "".join(p.text)
+    assert "<script>alert(1)</script>" in text  # shown as text, not markup
+    assert "\x1b" not in page and "\u202e" not in page
+
+
+def test_html_timeline_bars_positioned() -> None:
+    page = render_html(example_summary())
+    bars = re.findall(r'class="bar (\w+)" style="left:([\d.]+)%;width:([\d.]+)%"', page)
+    assert len(bars) == 3
+    for _, left, width in bars:
+        assert 0 <= float(left) <= 100 and float(left) + float(width) <= 100.01
+    # the stall finding runs 900 s of a 1300 s window
+    assert ("high", "7.69", "69.23") in bars
+
+
+def test_html_reporter_writes_file(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    run_reporter(HtmlReporter(out), statuses=False)
+    assert out.read_text() == render_html(example_summary())
+
+
+# --- hand-off ---------------------------------------------------------------------------
+
+
+def hostile_finding() -> Finding:
+    f = example_snapshots()[1]
+    return replace(f, sample=replace(f.sample, task="my task; rm -rf ~",
+                                     sample_id="--action=error $(reboot)"))
+
+
+def test_handoff_is_truthful_and_quotes_ids() -> None:
+    f = hostile_finding()
+    text = handoff_text(f, 4242, True)
+    assert "only observes" in text and "has not cancelled" in text
+    assert "kill -INT 4242" in text
+    assert not re.search(r"(?<!never plain )kill -(9|TERM|KILL)\b", text)
+    cmd = sample_cancel_command(f, dry_run=True)
+    assert cmd in text
+    argv = shlex.split(cmd)
+    assert argv[:4] == ["inspect", "ctl", "sample", "cancel"]
+    assert "--dry-run" in argv
+    sep = argv.index("--")
+    assert argv[sep + 1:] == ["my task; rm -rf ~", "--action=error $(reboot)", "2"]
+    assert "--action=error $(reboot)" not in argv[:sep]
+
+
+def test_handoff_without_ctl_or_pid() -> None:
+    f = example_snapshots()[0]
+    text = handoff_text(f, None, False)
+    assert "inspect ctl" not in text and "kill" not in text
+    assert "terminal UI" in text and "only observes" in text
+
+
+def test_detect_sample_cancel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert detect_sample_cancel() is True  # the pinned inspect_ai has it
+    fake = tmp_path / "inspect_ai"
+    (fake / "_cli" / "ctl").mkdir(parents=True)
+    (fake / "_cli" / "ctl" / "_sample.py").write_text("# no cancel here\n")
+
+    class Spec:
+        submodule_search_locations = [str(fake)]
+
+    detect_sample_cancel.cache_clear()
+    monkeypatch.setattr(handoff_mod.importlib.util, "find_spec", lambda name: Spec())
+    try:
+        assert detect_sample_cancel() is False
+    finally:
+        detect_sample_cancel.cache_clear()
+
+
+def test_notice_roundtrip_via_jsonl() -> None:
+    stream = io.StringIO()
+    r = JsonlReporter(stream=stream)
+    for n in example_notices():
+        r.notice(n)
+    recs = [json.loads(ln) for ln in stream.getvalue().splitlines()]
+    assert [r["kind"] for r in recs] == ["notice", "notice"]
+    assert recs[0]["notice"] == "gap" and recs[0]["sample"]["sample_id"] == "7"
+    assert isinstance(Notice(kind="x", message="y"), Notice)
