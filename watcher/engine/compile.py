@@ -1,0 +1,709 @@
+"""Compile rule data into fast callables: getters, predicates, regexes, templates.
+
+Everything here runs once at load time, so the event hot path only calls plain
+closures: a JMESPath expression made of fields, multiselects, ``==``/``!=`` and
+boolean operators is turned into dict lookups; anything else falls back to the
+compiled JMESPath search. Regexes are checked for backtracking-prone shapes and
+run over bounded text only, because agent text is untrusted and unbounded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import jmespath
+import jmespath.exceptions
+
+from watcher.engine.errors import (
+    BadJmespathError,
+    BadRegexError,
+    BadTemplateError,
+    CatastrophicRegexError,
+    MissingFieldError,
+    RuleError,
+    UnknownKeyError,
+    UnknownReferenceError,
+    WrongTypeError,
+)
+from watcher.engine.yamlsrc import Doc, Path_
+
+try:  # Python 3.11+: the private parser module moved
+    from re import _constants as _sre_c  # type: ignore[attr-defined]
+    from re import _parser as _sre_p  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    import sre_constants as _sre_c  # type: ignore[no-redef]
+    import sre_parse as _sre_p  # type: ignore[no-redef]
+
+Getter = Callable[[Any], Any]
+Pred = Callable[[dict[str, Any]], bool]
+
+HEAD_BYTES = 4096
+TAIL_BYTES = 4096
+
+
+# --------------------------------------------------------------------------- context
+
+
+class Ctx:
+    """Collects located errors while one document is validated."""
+
+    def __init__(self, doc: Doc, errors: list[RuleError], rule_id: str | None = None) -> None:
+        self.doc = doc
+        self.errors = errors
+        self.rule_id = rule_id
+        self.failed = False
+
+    def error(self, cls: type[RuleError], path: Path_, msg: str, hint: str | None = None,
+              at_key: bool = False) -> None:
+        line, col = self.doc.loc(path, at_key=at_key)
+        self.failed = True
+        self.errors.append(cls(msg, file=self.doc.file, line=line, col=col,
+                               rule_id=self.rule_id, source_line=self.doc.source_line(line),
+                               hint=hint))
+
+    def expect(self, value: Any, types: type | tuple[type, ...], path: Path_, what: str) -> bool:
+        """Type check (bool is not an int here)."""
+        ok = isinstance(value, types) and not (
+            isinstance(value, bool) and bool not in _as_tuple(types)
+        )
+        if not ok:
+            self.error(WrongTypeError, path,
+                       f"{what} must be {_type_names(types)}, got {_type_name(value)}")
+        return ok
+
+    def check_keys(self, mapping: dict[str, Any], path: Path_, allowed: Iterable[str],
+                   required: Iterable[str] = (), section: str = "rule") -> bool:
+        allowed = list(allowed)
+        ok = True
+        for key in mapping:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else (
+                    "allowed keys: " + ", ".join(sorted(allowed)))
+                self.error(UnknownKeyError, path + (key,), f"unknown key {key!r} in {section}",
+                           hint, at_key=True)
+                ok = False
+        for key in required:
+            if key not in mapping:
+                self.error(MissingFieldError, path, f"{section} is missing required field {key!r}")
+                ok = False
+        return ok
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
+               list: "a list", dict: "a mapping", type(None): "null"}
+
+
+def _type_names(types: type | tuple[type, ...]) -> str:
+    return " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in _as_tuple(types))
+
+
+def _type_name(value: Any) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+# --------------------------------------------------------------------------- JMESPath
+
+
+def truthy(value: Any) -> bool:
+    """JMESPath truthiness: ``0`` is true, empty strings/lists/objects are false."""
+    return not (value is None or value is False or value == "" or value == [] or value == {})
+
+
+def _jp_equals(x: Any, y: Any) -> bool:
+    if isinstance(x, bool) != isinstance(y, bool) and (
+        isinstance(x, int | float) and isinstance(y, int | float)
+    ):
+        return False
+    return bool(x == y)
+
+
+def _fast(ast: dict[str, Any]) -> Getter | None:
+    """A plain-Python equivalent of a simple JMESPath AST, or ``None``."""
+    kind = ast["type"]
+    kids = ast.get("children") or []
+    if kind == "field":
+        name = ast["value"]
+        return lambda d: d.get(name) if isinstance(d, dict) else None
+    if kind == "current":
+        return lambda d: d
+    if kind == "literal":
+        value = ast["value"]
+        return lambda d: value
+    if kind == "subexpression":
+        parts = [_fast(k) for k in kids]
+        if any(p is None for p in parts):
+            return None
+        first, second = parts[0], parts[1]
+        assert first is not None and second is not None
+
+        def sub(d: Any) -> Any:
+            v = first(d)
+            return None if v is None else second(v)
+
+        return sub
+    if kind == "multi_select_list":
+        parts = [_fast(k) for k in kids]
+        if any(p is None for p in parts):
+            return None
+        fns = tuple(parts)
+        return lambda d: None if d is None else [f(d) for f in fns]  # type: ignore[misc]
+    if kind == "comparator" and ast["value"] in ("eq", "ne"):
+        left, right = _fast(kids[0]), _fast(kids[1])
+        if left is None or right is None:
+            return None
+        if ast["value"] == "eq":
+            return lambda d: _jp_equals(left(d), right(d))
+        return lambda d: not _jp_equals(left(d), right(d))
+    if kind in ("and_expression", "or_expression"):
+        left, right = _fast(kids[0]), _fast(kids[1])
+        if left is None or right is None:
+            return None
+        if kind == "and_expression":
+            def and_(d: Any) -> Any:
+                v = left(d)
+                return right(d) if truthy(v) else v
+            return and_
+
+        def or_(d: Any) -> Any:
+            v = left(d)
+            return v if truthy(v) else right(d)
+        return or_
+    if kind == "not_expression":
+        inner = _fast(kids[0])
+        if inner is None:
+            return None
+        return lambda d: not truthy(inner(d))
+    return None
+
+
+def _fields(ast: dict[str, Any]) -> set[str]:
+    """Top-level field names an expression reads (for tier checks)."""
+    out: set[str] = set()
+    if ast["type"] == "field":
+        out.add(ast["value"])
+    elif ast["type"] == "subexpression":
+        out |= _fields(ast["children"][0])
+        return out
+    for child in ast.get("children") or []:
+        if isinstance(child, dict):
+            out |= _fields(child)
+    return out
+
+
+@dataclass
+class CompiledPath:
+    """A JMESPath expression: source text, fast getter, fields it reads."""
+
+    source: str
+    get: Getter
+    fields: frozenset[str]
+    fast: bool
+
+
+_PATH_CACHE: dict[str, CompiledPath] = {}
+
+
+def compile_path(expr: Any, ctx: Ctx, path: Path_, what: str = "expression") -> CompiledPath | None:
+    """Compile (and cache) a JMESPath expression, reporting W105 on failure."""
+    if not ctx.expect(expr, str, path, what):
+        return None
+    cached = _PATH_CACHE.get(expr)
+    if cached is not None:
+        return cached
+    try:
+        compiled = jmespath.compile(expr)
+    except jmespath.exceptions.JMESPathError as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        ctx.error(BadJmespathError, path, f"invalid JMESPath in {what}: {msg}",
+                  "quote string literals with '...' and JSON literals with `...`")
+        return None
+    fast = _fast(compiled.parsed)
+    if fast is not None:
+        getter = fast
+    else:
+        search = compiled.search
+
+        def getter(d: Any) -> Any:
+            try:
+                return search(d)
+            except (jmespath.exceptions.JMESPathError, TypeError, ValueError):
+                return None
+    out = CompiledPath(expr, getter, frozenset(_fields(compiled.parsed)), fast is not None)
+    _PATH_CACHE[expr] = out
+    return out
+
+
+# --------------------------------------------------------------------------- regex safety
+
+_REPEATS = {_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT}
+if hasattr(_sre_c, "POSSESSIVE_REPEAT"):
+    _REPEATS.add(_sre_c.POSSESSIVE_REPEAT)
+_ASCII = [chr(i) for i in range(32, 127)] + ["\t", "\n", "é", "λ"]
+
+
+def _charset(items: list[tuple[Any, Any]]) -> set[str]:
+    negate = False
+    out: set[str] = set()
+    for op, av in items:
+        if op == _sre_c.NEGATE:
+            negate = True
+        elif op == _sre_c.LITERAL:
+            out.add(chr(av))
+        elif op == _sre_c.RANGE:
+            out |= {c for c in _ASCII if av[0] <= ord(c) <= av[1]}
+        elif op == _sre_c.CATEGORY:
+            out |= _category(av)
+    return set(_ASCII) - out if negate else out
+
+
+def _category(cat: Any) -> set[str]:
+    name = str(cat).upper()
+    tests: dict[str, Callable[[str], bool]] = {
+        "DIGIT": str.isdigit, "SPACE": str.isspace, "WORD": lambda c: c.isalnum() or c == "_",
+    }
+    for key, test in tests.items():
+        if key in name:
+            neg = "NOT" in name
+            return {c for c in _ASCII if test(c) != neg}
+    return set(_ASCII)
+
+
+def _first_chars(items: list[tuple[Any, Any]]) -> set[str]:
+    """Characters that can start a match of a parsed (sub)pattern (over-approximated)."""
+    for op, av in items:
+        if op == _sre_c.AT:
+            continue
+        if op == _sre_c.LITERAL:
+            return {chr(av)}
+        if op == _sre_c.NOT_LITERAL or op == _sre_c.ANY:
+            return set(_ASCII) - ({chr(av)} if op == _sre_c.NOT_LITERAL else set())
+        if op == _sre_c.IN:
+            return _charset(av)
+        if op == _sre_c.CATEGORY:
+            return _category(av)
+        if op == _sre_c.SUBPATTERN:
+            return _first_chars(list(av[-1]))
+        if op == _sre_c.BRANCH:
+            out: set[str] = set()
+            for b in av[1]:
+                out |= _first_chars(list(b))
+            return out
+        if op in _REPEATS:
+            lo, _hi, sub = av
+            if lo == 0:
+                return set(_ASCII)
+            return _first_chars(list(sub))
+        return set(_ASCII)
+    return set()
+
+
+def _danger(items: Any, in_repeat: bool) -> str | None:
+    for op, av in items:
+        if op in _REPEATS:
+            lo, hi, sub = av
+            variable = hi != lo
+            if in_repeat and variable:
+                return "a quantifier nested inside another quantifier (like (a+)+ or (.*)*)"
+            found = _danger(sub, in_repeat or hi > 1)
+            if found:
+                return found
+        elif op == _sre_c.SUBPATTERN:
+            found = _danger(av[-1], in_repeat)
+            if found:
+                return found
+        elif op == _sre_c.BRANCH:
+            branches = [list(b) for b in av[1]]
+            if in_repeat:
+                firsts = [_first_chars(b) for b in branches]
+                for i in range(len(firsts)):
+                    for j in range(i + 1, len(firsts)):
+                        if firsts[i] & firsts[j]:
+                            return ("alternatives that can match the same text inside a "
+                                    "quantifier (like (a|ab)+ or (\\w|\\d)+)")
+            for b in branches:
+                found = _danger(b, in_repeat)
+                if found:
+                    return found
+        elif op in (_sre_c.ASSERT, _sre_c.ASSERT_NOT):
+            found = _danger(av[1], in_repeat)
+            if found:
+                return found
+    return None
+
+
+def compile_regex(pattern: Any, ctx: Ctx, path: Path_, flags: int = 0) -> re.Pattern[str] | None:
+    """Compile a rule regex, rejecting syntax errors (W106) and risky shapes (W107)."""
+    if not ctx.expect(pattern, str, path, "regex"):
+        return None
+    try:
+        compiled = re.compile(pattern, flags)
+    except re.error as exc:
+        ctx.error(BadRegexError, path, f"invalid regex: {exc}",
+                  "Python 're' syntax; escape literal ( [ . * + ? with a backslash")
+        return None
+    try:
+        parsed = _sre_p.parse(pattern, flags)
+    except Exception:  # pragma: no cover - compile succeeded, parse should too
+        return compiled
+    danger = _danger(parsed, False)
+    if danger:
+        ctx.error(CatastrophicRegexError, path,
+                  f"regex may backtrack catastrophically: {danger}",
+                  "make the inner part unambiguous, e.g. (ab)+ instead of (a+b?)+, "
+                  "or drop the outer quantifier")
+        return None
+    return compiled
+
+
+def bound_text(text: str) -> str:
+    """The part of agent text a regex may scan: first and last 4 KB."""
+    if len(text) <= HEAD_BYTES + TAIL_BYTES:
+        return text
+    return text[:HEAD_BYTES] + "\n…\n" + text[-TAIL_BYTES:]
+
+
+_WS = re.compile(r"\s+")
+
+
+def norm_ws(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+# --------------------------------------------------------------------------- templates
+
+_TEMPLATE_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|\{[^}]*\}?|\}")
+
+
+@dataclass
+class Template:
+    """A message template: literal text and ``{fact}`` fields, nothing else."""
+
+    source: str
+    parts: tuple[tuple[bool, str], ...]  # (is_field, text)
+
+    @property
+    def fields(self) -> set[str]:
+        return {t for is_field, t in self.parts if is_field}
+
+    def render(self, facts: dict[str, Any]) -> str:
+        out: list[str] = []
+        for is_field, text in self.parts:
+            if not is_field:
+                out.append(text)
+                continue
+            value = facts.get(text)
+            if value is None:
+                out.append("?")
+            elif isinstance(value, float):
+                out.append(f"{value:.1f}" if value != int(value) else str(int(value)))
+            else:
+                s = norm_ws(str(value))
+                out.append(s if len(s) <= 200 else s[:199] + "…")
+        return "".join(out)
+
+
+def compile_template(source: Any, ctx: Ctx, path: Path_, known: set[str]) -> Template | None:
+    """Parse a safe template; unknown fields and stray braces are W113 errors."""
+    if not ctx.expect(source, str, path, "message"):
+        return None
+    parts: list[tuple[bool, str]] = []
+    pos = 0
+    ok = True
+    for m in _TEMPLATE_TOKEN.finditer(source):
+        if m.start() > pos:
+            parts.append((False, source[pos:m.start()]))
+        tok = m.group(0)
+        if tok == "{{":
+            parts.append((False, "{"))
+        elif tok == "}}":
+            parts.append((False, "}"))
+        elif m.group(1):
+            name = m.group(1)
+            if name not in known:
+                close = difflib.get_close_matches(name, sorted(known), n=1)
+                ctx.error(BadTemplateError, path, f"unknown template field {{{name}}}",
+                          f"did you mean {{{close[0]}}}?" if close else
+                          "available: " + ", ".join("{" + k + "}" for k in sorted(known)))
+                ok = False
+            parts.append((True, name))
+        else:
+            ctx.error(BadTemplateError, path, f"unsupported template syntax {tok!r}",
+                      "only {name} fields; write {{ and }} for literal braces")
+            ok = False
+        pos = m.end()
+    if pos < len(source):
+        parts.append((False, source[pos:]))
+    return Template(source, tuple(parts)) if ok else None
+
+
+# --------------------------------------------------------------------------- predicates
+
+PREDICATE_KEYS = (
+    "type", "where", "field", "regex", "contains", "any_of", "all_of", "equals",
+    "ignore_case", "normalize_whitespace", "macro", "all", "any", "not",
+)
+TEXT_TESTS = ("regex", "contains", "any_of", "all_of", "equals")
+
+
+@dataclass
+class Registry:
+    """Named value lists and named predicates (macros) shared by a rule set."""
+
+    lists: dict[str, tuple[list[str], Doc, Path_]]
+    macros: dict[str, tuple[dict[str, Any], Doc, Path_]]
+
+    def __post_init__(self) -> None:
+        self._compiled: dict[str, Pred | None] = {}
+        self._fields: dict[str, set[str]] = {}
+        self._busy: set[str] = set()
+
+
+class PredicateCompiler:
+    """Compiles predicate mappings; tracks which event fields they read."""
+
+    def __init__(self, registry: Registry, ctx: Ctx) -> None:
+        self.registry = registry
+        self.ctx = ctx
+        self.fields: set[str] = set()
+        self.types: set[str] = set()
+
+    def compile(self, spec: Any, path: Path_, section: str = "predicate") -> Pred | None:
+        ctx = self.ctx
+        if not ctx.expect(spec, dict, path, section):
+            return None
+        if not ctx.check_keys(spec, path, PREDICATE_KEYS, section=section):
+            return None
+        checks: list[Pred] = []
+        ok = True
+
+        def add(p: Pred | None) -> None:
+            nonlocal ok
+            if p is None:
+                ok = False
+            else:
+                checks.append(p)
+
+        if "type" in spec:
+            add(self._type(spec["type"], path + ("type",)))
+        if "macro" in spec:
+            names = spec["macro"] if isinstance(spec["macro"], list) else [spec["macro"]]
+            for i, name in enumerate(names):
+                p = path + ("macro",) + ((i,) if isinstance(spec["macro"], list) else ())
+                add(self.macro(name, p))
+        if "where" in spec:
+            where = spec["where"]
+            if isinstance(where, dict):
+                if ctx.check_keys(where, path + ("where",), ["macro"], ["macro"],
+                                  section="where"):
+                    add(self.macro(where["macro"], path + ("where", "macro")))
+                else:
+                    ok = False
+            else:
+                cp = compile_path(where, ctx, path + ("where",), "where")
+                if cp is None:
+                    ok = False
+                else:
+                    self.fields |= cp.fields
+                    g = cp.get
+                    add(lambda e, g=g: truthy(g(e)))  # type: ignore[misc]
+        if any(t in spec for t in TEXT_TESTS):
+            add(self._text(spec, path))
+        elif "field" in spec:
+            ctx.error(MissingFieldError, path + ("field",),
+                      "'field' given without a text test",
+                      "add one of: " + ", ".join(TEXT_TESTS))
+            ok = False
+        for key in ("ignore_case", "normalize_whitespace"):
+            if key in spec:
+                ctx.expect(spec[key], bool, path + (key,), key)
+        for comb in ("all", "any"):
+            if comb in spec:
+                if not ctx.expect(spec[comb], list, path + (comb,), comb):
+                    ok = False
+                    continue
+                subs = [self.compile(s, path + (comb, i), comb) for i, s in enumerate(spec[comb])]
+                if any(s is None for s in subs):
+                    ok = False
+                    continue
+                fns = tuple(subs)
+                if comb == "all":
+                    add(lambda e, fns=fns: all(f(e) for f in fns))  # type: ignore[misc]
+                else:
+                    add(lambda e, fns=fns: any(f(e) for f in fns))  # type: ignore[misc]
+        if "not" in spec:
+            inner = self.compile(spec["not"], path + ("not",), "not")
+            if inner is None:
+                ok = False
+            else:
+                add(lambda e, f=inner: not f(e))  # type: ignore[misc]
+        if not ok:
+            return None
+        return _conjoin(checks)
+
+    def _type(self, value: Any, path: Path_) -> Pred | None:
+        types = value if isinstance(value, list) else [value]
+        for i, t in enumerate(types):
+            if not self.ctx.expect(t, str, path + ((i,) if isinstance(value, list) else ()),
+                                   "type"):
+                return None
+        wanted = frozenset(types)
+        self.types |= wanted
+        if len(wanted) == 1:
+            only = next(iter(wanted))
+            return lambda e: e.get("type") == only
+        return lambda e: e.get("type") in wanted
+
+    def macro(self, name: Any, path: Path_) -> Pred | None:
+        reg = self.registry
+        if not self.ctx.expect(name, str, path, "macro name"):
+            return None
+        if name not in reg.macros:
+            close = difflib.get_close_matches(name, sorted(reg.macros), n=1)
+            self.ctx.error(UnknownReferenceError, path, f"unknown macro {name!r}",
+                           f"did you mean {close[0]!r}?" if close else
+                           "define it in a document with a top-level 'macros:' mapping")
+            return None
+        if name in reg._busy:
+            self.ctx.error(UnknownReferenceError, path, f"macro {name!r} refers to itself",
+                           "macros may not be recursive")
+            return None
+        if name in reg._compiled:
+            self.fields |= reg._fields.get(name, set())
+            return reg._compiled[name]
+        spec, doc, mpath = reg.macros[name]
+        reg._busy.add(name)
+        try:
+            sub = PredicateCompiler(reg, Ctx(doc, self.ctx.errors, self.ctx.rule_id))
+            pred = sub.compile(spec, mpath, f"macro {name!r}")
+        finally:
+            reg._busy.discard(name)
+        reg._compiled[name] = pred
+        reg._fields[name] = sub.fields
+        self.fields |= sub.fields
+        if pred is None:
+            self.ctx.failed = True
+        return pred
+
+    def strings(self, value: Any, path: Path_, what: str) -> list[str] | None:
+        """A string, a list of strings, or ``{list: NAME}`` resolved from the registry."""
+        ctx = self.ctx
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, dict):
+            if not ctx.check_keys(value, path, ["list"], ["list"], section=what):
+                return None
+            name = value["list"]
+            if not ctx.expect(name, str, path + ("list",), "list name"):
+                return None
+            if name not in self.registry.lists:
+                close = difflib.get_close_matches(name, sorted(self.registry.lists), n=1)
+                ctx.error(UnknownReferenceError, path + ("list",), f"unknown list {name!r}",
+                          f"did you mean {close[0]!r}?" if close else
+                          "define it in a document with a top-level 'lists:' mapping")
+                return None
+            return list(self.registry.lists[name][0])
+        if isinstance(value, list):
+            out = []
+            for i, v in enumerate(value):
+                if not ctx.expect(v, str, path + (i,), f"{what} item"):
+                    return None
+                out.append(v)
+            return out
+        ctx.error(WrongTypeError, path, f"{what} must be a string, a list of strings or "
+                                        f"{{list: NAME}}, got {_type_name(value)}")
+        return None
+
+    def _text(self, spec: dict[str, Any], path: Path_) -> Pred | None:
+        ctx = self.ctx
+        if "field" not in spec:
+            ctx.error(MissingFieldError, path, "text test without 'field'",
+                      "say which text to test, e.g. field: completion")
+            return None
+        cp = compile_path(spec["field"], ctx, path + ("field",), "field")
+        if cp is None:
+            return None
+        self.fields |= cp.fields
+        icase = spec.get("ignore_case") is True
+        nws = spec.get("normalize_whitespace") is True
+        get = cp.get
+
+        def prep(s: str) -> str:
+            if nws:
+                s = norm_ws(s)
+            return s.lower() if icase else s
+
+        tests: list[Callable[[str], bool]] = []
+        ok = True
+        if "regex" in spec:
+            pats = self.strings(spec["regex"], path + ("regex",), "regex")
+            if pats is None:
+                ok = False
+            else:
+                compiled = []
+                for i, p in enumerate(pats):
+                    rp = path + ("regex",) + ((i,) if isinstance(spec["regex"], list) else ())
+                    c = compile_regex(p, ctx, rp, re.IGNORECASE if icase else 0)
+                    if c is None:
+                        ok = False
+                    else:
+                        compiled.append(c)
+                if len(compiled) == 1:
+                    search = compiled[0].search
+                    tests.append(lambda t, s=search: s(t) is not None)  # type: ignore[misc]
+                else:
+                    rxs = tuple(c.search for c in compiled)
+                    tests.append(lambda t, r=rxs: any(s(t) is not None for s in r))  # type: ignore[misc]
+        for key in ("contains", "any_of", "all_of", "equals"):
+            if key not in spec:
+                continue
+            needles = self.strings(spec[key], path + (key,), key)
+            if needles is None:
+                ok = False
+                continue
+            ns = tuple(prep(n) for n in needles)
+            if key == "equals":
+                nset = frozenset(ns)
+                tests.append(lambda t, n=nset: t in n)  # type: ignore[misc]
+            elif key == "all_of" or (key == "contains" and len(ns) > 1):
+                tests.append(lambda t, n=ns: all(x in t for x in n))  # type: ignore[misc]
+            else:
+                tests.append(lambda t, n=ns: any(x in t for x in n))  # type: ignore[misc]
+        if not ok:
+            return None
+
+        def text_pred(e: dict[str, Any]) -> bool:
+            v = get(e)
+            if v is None:
+                return False
+            t = v if isinstance(v, str) else _to_text(v)
+            t = prep(bound_text(t))
+            return all(test(t) for test in tests)
+
+        return text_pred
+
+
+def _to_text(v: Any) -> str:
+    from watcher.events import to_text
+
+    return to_text(v)
+
+
+def _conjoin(checks: list[Pred]) -> Pred:
+    if not checks:
+        return lambda e: True
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        a, b = checks
+        return lambda e: a(e) and b(e)
+    fns = tuple(checks)
+    return lambda e: all(f(e) for f in fns)

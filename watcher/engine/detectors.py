@@ -1,0 +1,1215 @@
+"""Detectors: parameter parsing (load time) and per-sample state (run time).
+
+Each detector kind has a spec (validated parameters, compiled once) and a state
+class holding only bounded windows for one sample attempt. States report through
+:class:`RuleState`, which owns episode bookkeeping: one finding per episode,
+re-emitted only when it is new, escalates, or ends.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rapidfuzz import fuzz
+
+from watcher.engine.compile import CompiledPath, Ctx, PredicateCompiler, compile_path
+from watcher.engine.errors import BadDetectorParamsError
+from watcher.engine.yamlsrc import Path_
+from watcher.events import Event
+from watcher.findings import (
+    Evidence,
+    Finding,
+    confidence_rank,
+    finding_id,
+)
+
+if TYPE_CHECKING:
+    from watcher.engine.model import Rule
+    from watcher.engine.runtime import RunContext, SampleStatus, SampleWatch
+
+Pred = Callable[[dict[str, Any]], bool]
+
+COMMON_FACTS = frozenset({
+    "count", "first_seen", "last_seen", "span", "excerpt", "tool", "event_type", "episode",
+    "rule", "title",
+})
+SECONDS_WINDOW_CAP = 2000  # entries kept for a seconds-only window
+MAX_EVIDENCE = 20
+MAX_EXCERPTS = 5
+EXCERPT_WIDTH = 160
+
+_BANDS = {"low": (0.2, 0.45), "medium": (0.45, 0.75), "high": (0.75, 1.0)}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window bounded by a number of events, seconds, or both."""
+
+    events: int | None = None
+    seconds: float | None = None
+
+    def describe(self) -> str:
+        parts = []
+        if self.events is not None:
+            parts.append(f"{self.events} events")
+        if self.seconds is not None:
+            parts.append(f"{self.seconds:g}s")
+        return " / ".join(parts) or "unbounded"
+
+
+def parse_window(value: Any, ctx: Ctx, path: Path_, what: str = "window") -> Window | None:
+    """``{events: N}``, ``{seconds: S}`` or both; a bare integer means events."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = {"events": value}
+    if not ctx.expect(value, dict, path, what):
+        return None
+    if not ctx.check_keys(value, path, ["events", "seconds"], section=what):
+        return None
+    if not value:
+        ctx.error(BadDetectorParamsError, path, f"{what} needs 'events' or 'seconds'")
+        return None
+    ev = value.get("events")
+    sec = value.get("seconds")
+    if ev is not None and (not ctx.expect(ev, int, path + ("events",), f"{what}.events")):
+        return None
+    if sec is not None and not ctx.expect(sec, (int, float), path + ("seconds",),
+                                          f"{what}.seconds"):
+        return None
+    if ev is not None and not 1 <= ev <= 10_000:
+        ctx.error(BadDetectorParamsError, path + ("events",), f"{what}.events must be 1..10000")
+        return None
+    if sec is not None and sec <= 0:
+        ctx.error(BadDetectorParamsError, path + ("seconds",), f"{what}.seconds must be > 0")
+        return None
+    return Window(ev, float(sec) if sec is not None else None)
+
+
+def positive_int(value: Any, ctx: Ctx, path: Path_, what: str, lo: int = 1,
+                 hi: int = 100_000) -> int | None:
+    if not ctx.expect(value, int, path, what):
+        return None
+    if not lo <= value <= hi:
+        ctx.error(BadDetectorParamsError, path, f"{what} must be between {lo} and {hi}")
+        return None
+    return int(value)
+
+
+def excerpt_of(e: Event) -> str:
+    """A short, single-line view of what an event was about (agent text: untrusted)."""
+    t = e.get("type")
+    if t == "tool":
+        args = e.get("arguments")
+        text = f"{e.get('function')}({args if isinstance(args, str) else ''})"
+    elif t == "model":
+        text = e.get("completion") or f"[model turn, stop_reason={e.get('stop_reason')}]"
+    elif t == "error":
+        text = str(e.get("error") or "error")
+    else:
+        text = str(e.get("data") or e.get("message") or t)
+    text = " ".join(str(text).split())
+    return text if len(text) <= EXCERPT_WIDTH else text[: EXCERPT_WIDTH - 1] + "…"
+
+
+def key_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+# --------------------------------------------------------------------------- episodes
+
+
+class Episode:
+    """Mutable record of one open episode; snapshots become :class:`Finding`."""
+
+    __slots__ = ("number", "first_seen", "last_seen", "count", "uuids", "timestamps",
+                 "excerpts", "facts", "level", "reason", "key", "data")
+
+    def __init__(self, number: int, ts: float) -> None:
+        self.number = number
+        self.first_seen = ts
+        self.last_seen = ts
+        self.count = 0
+        self.uuids: deque[str] = deque(maxlen=MAX_EVIDENCE)
+        self.timestamps: deque[float] = deque(maxlen=MAX_EVIDENCE)
+        self.excerpts: deque[str] = deque(maxlen=MAX_EXCERPTS)
+        self.facts: dict[str, Any] = {}
+        self.level = "low"
+        self.reason = ""
+        self.key: Any = None
+        self.data: dict[str, Any] = {}
+
+    def add(self, e: Event | None, ts: float, excerpt: bool = True) -> None:
+        self.count += 1
+        self.last_seen = max(self.last_seen, ts)
+        if e is not None:
+            uuid = e.get("uuid")
+            if uuid:
+                self.uuids.append(str(uuid))
+            self.timestamps.append(ts)
+            if excerpt:
+                x = excerpt_of(e)
+                if x and (not self.excerpts or self.excerpts[-1] != x):
+                    self.excerpts.append(x)
+
+
+class RuleState:
+    """Per-sample state of one rule; subclasses implement the detector."""
+
+    need: int = 1  # events an episode needs; scales the score within a confidence band
+
+    def __init__(self, rule: Rule, watch: SampleWatch) -> None:
+        self.rule = rule
+        self.watch = watch
+        self.episodes = 0
+        self.ep: Episode | None = None
+
+    # event-driven detectors override feed; idle overrides tick; sample overrides row
+    def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
+        return []
+
+    def tick(self, now: float, status: SampleStatus) -> list[Finding]:
+        return []
+
+    def row(self, row: dict[str, Any], context: RunContext | None, now: float) -> list[Finding]:
+        return []
+
+    def activity(self, ts: float) -> list[Finding]:
+        """Something new happened on the sample (only idle rules care)."""
+        return []
+
+    def finalize(self, now: float) -> list[Finding]:
+        out = self.expire(now)
+        if self.ep is not None:
+            out.append(self.end(now))
+        return out
+
+    def expire(self, now: float) -> list[Finding]:
+        """Close episodes whose time window passed (called by finalize and tick)."""
+        return []
+
+    # -- episode bookkeeping
+    def facts_of(self, ep: Episode) -> dict[str, Any]:
+        facts = dict(ep.facts)
+        facts.update(
+            count=ep.count, first_seen=ep.first_seen, last_seen=ep.last_seen,
+            span=round(ep.last_seen - ep.first_seen, 3), episode=ep.number,
+            rule=self.rule.id, title=self.rule.title,
+        )
+        facts.setdefault("excerpt", ep.excerpts[-1] if ep.excerpts else "")
+        return facts
+
+    def open(self, ts: float) -> Episode:
+        self.episodes += 1
+        self.ep = Episode(self.episodes, ts)
+        return self.ep
+
+    def emit(self, ep: Episode, status: str, first: bool = False) -> Finding | None:
+        """Recompute confidence; return a snapshot if new, escalated or ending."""
+        facts = self.facts_of(ep)
+        level, reason = self.rule.judge(facts)
+        raised = confidence_rank(level) > confidence_rank(ep.level)
+        ep.level, ep.reason = level, reason
+        if first:
+            return self.snapshot(ep, "open", facts)
+        if status == "ended":
+            return self.snapshot(ep, "ended", facts)
+        if raised:
+            return self.snapshot(ep, "escalated", facts)
+        return None
+
+    def start(self, ep: Episode) -> Finding:
+        ep.level = "low"
+        f = self.emit(ep, "open", first=True)
+        assert f is not None
+        return f
+
+    def update(self, ep: Episode) -> list[Finding]:
+        f = self.emit(ep, "open")
+        return [f] if f is not None else []
+
+    def end(self, now: float, ep: Episode | None = None) -> Finding:
+        if ep is None or ep is self.ep:
+            ep, self.ep = self.ep, None
+        assert ep is not None
+        f = self.emit(ep, "ended")
+        assert f is not None
+        return f
+
+    def snapshot(self, ep: Episode, status: str, facts: dict[str, Any]) -> Finding:
+        rule = self.rule
+        lo, hi = _BANDS[ep.level]
+        strength = min(1.0, ep.count / (2.0 * max(self.need, 1)))
+        score = round(lo + (hi - lo) * strength, 3)
+        ref = self.watch.ref
+        summary = rule.message.render(facts) if rule.message is not None else rule.title
+        return Finding(
+            id=finding_id(rule.id, ref, ep.number), rule=rule.id, title=rule.title,
+            category=rule.category, severity=rule.severity,  # type: ignore[arg-type]
+            confidence=ep.level, score=score,  # type: ignore[arg-type]
+            confidence_reason=ep.reason, sample=ref, summary=summary,
+            evidence=Evidence(
+                event_uuids=tuple(ep.uuids), timestamps=tuple(ep.timestamps),
+                excerpts=tuple(ep.excerpts),
+                facts={k: v for k, v in facts.items() if k not in ("rule", "title", "excerpt")},
+            ),
+            first_seen=ep.first_seen, last_seen=ep.last_seen, count=ep.count,
+            status=status, handoff=rule.handoff, episode=ep.number,  # type: ignore[arg-type]
+        )
+
+    def common(self, ep: Episode, e: Event) -> None:
+        ep.facts["event_type"] = e.get("type")
+        if e.get("type") == "tool":
+            ep.facts["tool"] = e.get("function")
+
+
+# --------------------------------------------------------------------------- match
+
+
+@dataclass
+class MatchSpec:
+    """Every matching event is a finding, folded into one episode per gap."""
+
+    gap: Window | None = None
+    kind: str = "match"
+    FACTS = COMMON_FACTS
+
+    @classmethod
+    def parse(cls, value: Any, ctx: Ctx, path: Path_, pc: PredicateCompiler) -> MatchSpec | None:
+        if value is None:
+            value = {}
+        if not ctx.expect(value, dict, path, "match"):
+            return None
+        if not ctx.check_keys(value, path, ["gap"], section="detect.match"):
+            return None
+        gap = None
+        if "gap" in value:
+            gap = parse_window(value["gap"], ctx, path + ("gap",), "gap")
+            if gap is None:
+                return None
+        return cls(gap)
+
+    @property
+    def min_count(self) -> int:
+        return 1
+
+    def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
+        return EpisodicState(rule, watch, self.gap)
+
+
+class EpisodicState(RuleState):
+    """Shared by match, sequence and absence: hits fold into an episode until a gap."""
+
+    def __init__(self, rule: Rule, watch: SampleWatch, gap: Window | None) -> None:
+        super().__init__(rule, watch)
+        self.gap = gap
+        self.since_hit = 0
+
+    def hit(self, e: Event | None, ts: float, extra: dict[str, Any] | None = None,
+            uuids: list[str] | None = None) -> list[Finding]:
+        out: list[Finding] = []
+        out += self.gap_check(ts)
+        self.since_hit = 0
+        ep = self.ep
+        new = ep is None
+        if ep is None:
+            ep = self.open(ts)
+        if uuids:
+            ep.uuids.extend(uuids)
+        ep.add(e, ts)
+        if e is not None:
+            self.common(ep, e)
+        if extra:
+            ep.facts.update(extra)
+        out += [self.start(ep)] if new else self.update(ep)
+        return out
+
+    def gap_check(self, ts: float) -> list[Finding]:
+        if self.ep is None or self.gap is None:
+            return []
+        if (self.gap.events is not None and self.since_hit > self.gap.events) or (
+            self.gap.seconds is not None and ts - self.ep.last_seen > self.gap.seconds
+        ):
+            return [self.end(ts)]
+        return []
+
+    def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
+        if matched:
+            return self.hit(e, ts)
+        self.since_hit += 1
+        return self.gap_check(ts)
+
+    def expire(self, now: float) -> list[Finding]:
+        return self.gap_check(now)
+
+
+# --------------------------------------------------------------------------- repeat
+
+_NUM = re.compile(r"\d+(?:\.\d+)?")
+_PATHRX = re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]*")
+_WSRX = re.compile(r"\s+")
+NORMALISERS = ("whitespace", "case", "numbers", "paths")
+
+
+@dataclass
+class RepeatSpec:
+    """N matching events with the same (or similar) key within a window; also cycles."""
+
+    key: CompiledPath
+    count: int
+    window: Window
+    result_key: CompiledPath | None = None
+    similarity: float | None = None
+    normalise: tuple[str, ...] = ()
+    cycles: tuple[int, int] | None = None  # (max_period, min_repeats)
+    consecutive: bool = False
+    kind: str = "repeat"
+    FACTS = COMMON_FACTS | {
+        "exact", "similarity", "results_identical", "results_changed", "distinct_results",
+        "period", "cycle", "repetitions", "key",
+    }
+
+    @classmethod
+    def parse(cls, value: Any, ctx: Ctx, path: Path_, pc: PredicateCompiler) -> RepeatSpec | None:
+        if not ctx.expect(value, dict, path, "repeat"):
+            return None
+        allowed = ["key", "result_key", "count", "window", "similarity", "normalise",
+                   "cycles", "consecutive"]
+        if not ctx.check_keys(value, path, allowed, ["key", "count", "window"],
+                              section="detect.repeat"):
+            return None
+        key = compile_path(value["key"], ctx, path + ("key",), "key")
+        rkey = (compile_path(value["result_key"], ctx, path + ("result_key",), "result_key")
+                if "result_key" in value else None)
+        count = positive_int(value["count"], ctx, path + ("count",), "count", 2, 10_000)
+        window = parse_window(value["window"], ctx, path + ("window",))
+        sim = value.get("similarity")
+        if sim is not None:
+            if not ctx.expect(sim, (int, float), path + ("similarity",), "similarity"):
+                return None
+            if not 50 <= sim <= 100:
+                ctx.error(BadDetectorParamsError, path + ("similarity",),
+                          "similarity is a rapidfuzz ratio between 50 and 100",
+                          "100 means identical after normalisation; 90 is a good start")
+                return None
+        norm = value.get("normalise", [])
+        if not ctx.expect(norm, list, path + ("normalise",), "normalise"):
+            return None
+        for i, n in enumerate(norm):
+            if n not in NORMALISERS:
+                ctx.error(BadDetectorParamsError, path + ("normalise", i),
+                          f"unknown normaliser {n!r}", "one of: " + ", ".join(NORMALISERS))
+                return None
+        cycles = None
+        if "cycles" in value:
+            cv = value["cycles"]
+            if cv is True:
+                cv = {}
+            if not ctx.expect(cv, dict, path + ("cycles",), "cycles"):
+                return None
+            if not ctx.check_keys(cv, path + ("cycles",), ["max_period", "min_repeats"],
+                                  section="cycles"):
+                return None
+            mp = positive_int(cv.get("max_period", 4), ctx, path + ("cycles", "max_period"),
+                              "max_period", 2, 4)
+            mr = positive_int(cv.get("min_repeats", 3), ctx, path + ("cycles", "min_repeats"),
+                              "min_repeats", 2, 100)
+            if mp is None or mr is None:
+                return None
+            cycles = (mp, mr)
+        consecutive = value.get("consecutive", False)
+        if not ctx.expect(consecutive, bool, path + ("consecutive",), "consecutive"):
+            return None
+        if key is None or count is None or window is None or ("result_key" in value and
+                                                                rkey is None):
+            return None
+        if window.events is not None and window.events < count:
+            ctx.error(BadDetectorParamsError, path + ("window",),
+                      f"window of {window.events} events can never hold {count} repeats",
+                      "make window.events >= count")
+            return None
+        pc.fields |= key.fields | (rkey.fields if rkey else set())
+        return cls(key, count, window, rkey, float(sim) if sim is not None else None,
+                   tuple(norm), cycles, consecutive)
+
+    @property
+    def min_count(self) -> int:
+        return self.count
+
+    def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
+        return RepeatState(rule, watch, self)
+
+    def normalise_key(self, text: str) -> str:
+        for n in self.normalise:
+            if n == "whitespace":
+                text = _WSRX.sub(" ", text).strip()
+            elif n == "case":
+                text = text.lower()
+            elif n == "paths":
+                text = _PATHRX.sub("<path>", text)
+            elif n == "numbers":
+                text = _NUM.sub("#", text)
+        return text
+
+
+class _Entry:
+    __slots__ = ("ts", "nkey", "raw", "result", "uuid", "e")
+
+    def __init__(self, ts: float, nkey: str | None, raw: str | None, result: str | None,
+                 e: Event | None) -> None:
+        self.ts = ts
+        self.nkey = nkey
+        self.raw = raw
+        self.result = result
+        self.e = e
+
+
+class RepeatState(RuleState):
+    def __init__(self, rule: Rule, watch: SampleWatch, spec: RepeatSpec) -> None:
+        super().__init__(rule, watch)
+        self.spec = spec
+        self.need = spec.count
+        cap = spec.window.events if spec.window.events is not None else SECONDS_WINDOW_CAP
+        self.win: deque[_Entry] = deque()
+        self.cap = cap
+        self.counts: Counter[str] = Counter()
+        self.eps: dict[str, Episode] = {}  # plain repeats by key; self.ep holds a cycle
+        self.recent: deque[str] = deque(
+            maxlen=max(8, spec.cycles[0] * spec.cycles[1]) if spec.cycles else 8)
+        self.cache_key = ("repeat-key", spec.key.source, spec.normalise)
+
+    def _same(self, a: str, b: str) -> bool:
+        if a == b:
+            return True
+        sim = self.spec.similarity
+        return sim is not None and fuzz.ratio(a, b, score_cutoff=sim) > 0
+
+    def _key_of(self, e: Event) -> tuple[str, str]:
+        cache = self.watch.cache
+        hit = cache.get(self.cache_key)
+        if hit is None:
+            raw = key_text(self.spec.key.get(e))
+            hit = (raw, self.spec.normalise_key(raw) if self.spec.normalise else raw)
+            cache[self.cache_key] = hit
+        return hit
+
+    def _pop(self) -> None:
+        old = self.win.popleft()
+        if old.nkey is not None:
+            self.counts[old.nkey] -= 1
+            if self.counts[old.nkey] <= 0:
+                del self.counts[old.nkey]
+
+    def _count(self, nkey: str) -> int:
+        if self.spec.similarity is None:
+            return self.counts.get(nkey, 0)
+        return sum(1 for x in self.win if x.nkey is not None and self._same(nkey, x.nkey))
+
+    def _find(self, nkey: str) -> Episode | None:
+        ep = self.eps.get(nkey)
+        if ep is None and self.spec.similarity is not None:
+            ep = next((x for k, x in self.eps.items() if self._same(nkey, k)), None)
+        return ep
+
+    def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
+        spec = self.spec
+        out: list[Finding] = []
+        sec = spec.window.seconds
+        if sec is not None:
+            while self.win and ts - self.win[0].ts > sec:
+                self._pop()
+        if len(self.win) >= self.cap:
+            self._pop()
+        if not matched:
+            self.win.append(_Entry(ts, None, None, None, None))
+            if self.ep is not None:  # a cycle is broken by any other event
+                out.append(self.end(ts))
+            for k in list(self.eps):
+                if spec.consecutive or self._count(k) < spec.count:
+                    out.append(self._end_plain(k, ts))
+            return out
+        raw, nkey = self._key_of(e)
+        result = key_text(spec.result_key.get(e)) if spec.result_key is not None else None
+        entry = _Entry(ts, nkey, raw, result, e)
+        self.win.append(entry)
+        self.counts[nkey] += 1
+        cyc = self.ep
+        if cyc is not None:
+            period = cyc.data["period"]
+            if len(self.recent) >= period and self._same(nkey, self.recent[-period]):
+                self.recent.append(nkey)
+                self._grow(cyc, entry)
+                return self.update(cyc)
+            out.append(self.end(ts))
+        target = self._find(nkey)
+        if target is not None:
+            self._grow(target, entry)
+            out += self.update(target)
+        for k, ep in list(self.eps.items()):
+            if ep is not target and (spec.consecutive or self._count(k) < spec.count):
+                out.append(self._end_plain(k, ts))
+        self.recent.append(nkey)
+        if target is None:
+            out += self._try_open(entry, ts)
+        return out
+
+    def _end_plain(self, key: str, now: float) -> Finding:
+        return self.end(now, self.eps.pop(key))
+
+    def finalize(self, now: float) -> list[Finding]:
+        out = [self.end(now)] if self.ep is not None else []
+        for k in sorted(self.eps, key=lambda k: self.eps[k].number):
+            out.append(self._end_plain(k, now))
+        return out
+
+    def _try_open(self, entry: _Entry, ts: float) -> list[Finding]:
+        spec = self.spec
+        nkey = entry.nkey
+        assert nkey is not None
+        if spec.consecutive:
+            run: list[_Entry] = []
+            for x in reversed(self.win):
+                if x.nkey is None or not self._same(nkey, x.nkey):
+                    break
+                run.append(x)
+            members = run[::-1] if len(run) >= spec.count else []
+        else:
+            members = ([x for x in self.win if x.nkey is not None and self._same(nkey, x.nkey)]
+                       if self._count(nkey) >= spec.count else [])
+        if members:
+            period = self._period_since(members[0])
+            return [self._open_with(members if period == 1 else self._since(members[0]),
+                                    nkey, ts, period)]
+        if spec.cycles is not None:
+            max_p, reps = spec.cycles
+            rec = list(self.recent)
+            for p in range(2, max_p + 1):
+                n = p * reps
+                if len(rec) < n:
+                    break
+                tail = rec[-n:]
+                if len(set(tail[:p])) > 1 and all(
+                    self._same(tail[i], tail[i - p]) for i in range(p, n)
+                ):
+                    matched = [x for x in self.win if x.nkey is not None][-n:]
+                    return [self._open_with(matched, nkey, ts, p)]
+        return []
+
+    def _since(self, first: _Entry) -> list[_Entry]:
+        out: list[_Entry] = []
+        seen = False
+        for x in self.win:
+            seen = seen or x is first
+            if seen and x.nkey is not None:
+                out.append(x)
+        return out
+
+    def _period_since(self, first: _Entry) -> int:
+        """Detect an A,B,A,B… shape from ``first`` to now, so cycles are labelled as such."""
+        keys = [x.nkey for x in self._since(first)]
+        if self.spec.consecutive:
+            return 1
+        for p in range(2, 5):
+            if len(keys) >= 2 * p and len(set(keys[:p])) > 1 and all(
+                keys[i] == keys[i - p] for i in range(p, len(keys))
+            ):
+                return p
+        return 1
+
+    def _open_with(self, members: list[_Entry], nkey: str, ts: float, period: int) -> Finding:
+        if period > 1:
+            ep = self.open(members[0].ts)
+        else:
+            self.episodes += 1
+            ep = self.eps[nkey] = Episode(self.episodes, members[0].ts)
+        ep.key = nkey
+        ep.data["period"] = period
+        ep.data["raws"] = set()
+        ep.data["results"] = set()
+        ep.data["min_sim"] = 100.0
+        ep.data["block"] = []
+        for m in members:
+            self._grow(ep, m)
+        if period > 1:
+            ep.facts["cycle"] = True
+        return self.start(ep)
+
+    def _grow(self, ep: Episode, m: _Entry) -> None:
+        e = m.e
+        assert e is not None
+        ep.add(e, m.ts)
+        self.common(ep, e)
+        raws: set[str] = ep.data["raws"]
+        results: set[str] = ep.data["results"]
+        if len(raws) < 64 and m.raw is not None:
+            raws.add(m.raw)
+        if m.result is not None and len(results) < 64:
+            results.add(m.result)
+        period = ep.data["period"]
+        if self.spec.similarity is not None and m.nkey is not None and period == 1:
+            ep.data["min_sim"] = min(ep.data["min_sim"], fuzz.ratio(ep.key, m.nkey))
+        distinct_keys = len(raws)
+        f = ep.facts
+        f["period"] = period
+        f["cycle"] = period > 1
+        f["repetitions"] = ep.count // period
+        f["exact"] = distinct_keys <= (period if period > 1 else 1)
+        f["similarity"] = round(ep.data["min_sim"], 1)
+        f["key"] = _short(m.raw or "")
+        if self.spec.result_key is not None:
+            f["distinct_results"] = len(results)
+            identical = len(results) <= (period if period > 1 else 1)
+            f["results_identical"] = identical
+            f["results_changed"] = not identical
+
+
+def _short(text: str, width: int = EXCERPT_WIDTH) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# --------------------------------------------------------------------------- threshold
+
+
+@dataclass
+class ThresholdSpec:
+    """At least ``count`` matching events in a sliding window (``reset`` clears it)."""
+
+    count: int
+    window: Window
+    reset: Pred | None = None
+    similarity_key: CompiledPath | None = None
+    kind: str = "threshold"
+    FACTS = COMMON_FACTS | {"window_count", "window", "near_identical"}
+
+    @classmethod
+    def parse(cls, value: Any, ctx: Ctx, path: Path_,
+              pc: PredicateCompiler) -> ThresholdSpec | None:
+        if not ctx.expect(value, dict, path, "threshold"):
+            return None
+        if not ctx.check_keys(value, path, ["count", "window", "reset", "similarity_key"],
+                              ["count", "window"], section="detect.threshold"):
+            return None
+        count = positive_int(value["count"], ctx, path + ("count",), "count", 1, 10_000)
+        window = parse_window(value["window"], ctx, path + ("window",))
+        reset = pc.compile(value["reset"], path + ("reset",), "reset") if "reset" in value \
+            else None
+        skey = (compile_path(value["similarity_key"], ctx, path + ("similarity_key",),
+                             "similarity_key") if "similarity_key" in value else None)
+        if count is None or window is None or ("reset" in value and reset is None) or (
+                "similarity_key" in value and skey is None):
+            return None
+        if window.events is not None and window.events < count:
+            ctx.error(BadDetectorParamsError, path + ("window",),
+                      f"window of {window.events} events can never hold {count} matches",
+                      "make window.events >= count")
+            return None
+        if skey is not None:
+            pc.fields |= skey.fields
+        return cls(count, window, reset, skey)
+
+    @property
+    def min_count(self) -> int:
+        return self.count
+
+    def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
+        return ThresholdState(rule, watch, self)
+
+
+_NEAR = 90.0  # rapidfuzz ratio above which two texts count as near-identical
+
+
+def _near_text(value: Any) -> str:
+    text = _NUM.sub("#", _WSRX.sub(" ", key_text(value)).strip().lower())
+    return text[:500]
+
+
+class ThresholdState(RuleState):
+    def __init__(self, rule: Rule, watch: SampleWatch, spec: ThresholdSpec) -> None:
+        super().__init__(rule, watch)
+        self.spec = spec
+        self.need = spec.count
+        self.cap = spec.window.events if spec.window.events is not None else SECONDS_WINDOW_CAP
+        self.win: deque[tuple[float, Event | None]] = deque()
+        self.n = 0
+
+    def _slide(self, ts: float) -> None:
+        sec = self.spec.window.seconds
+        if sec is not None:
+            while self.win and ts - self.win[0][0] > sec:
+                if self.win.popleft()[1] is not None:
+                    self.n -= 1
+
+    def _near(self, ep: Episode, e: Event) -> None:
+        """Group texts of the episode by near-identity; the largest group is the fact."""
+        if self.spec.similarity_key is None:
+            return
+        text = _near_text(self.spec.similarity_key.get(e))
+        groups: list[list[Any]] = ep.data.setdefault("groups", [])
+        for g in groups:
+            if fuzz.ratio(text, g[0], score_cutoff=_NEAR) > 0:
+                g[1] += 1
+                break
+        else:
+            if len(groups) < 20:
+                groups.append([text, 1])
+        ep.facts["near_identical"] = max(g[1] for g in groups) if groups else 0
+
+    def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
+        if self.spec.reset is not None and self.spec.reset(e):
+            self.win.clear()
+            self.n = 0
+            return [self.end(ts)] if self.ep is not None else []
+        self._slide(ts)
+        if len(self.win) >= self.cap and self.win.popleft()[1] is not None:
+            self.n -= 1
+        self.win.append((ts, e if matched else None))
+        ep = self.ep
+        if matched:
+            self.n += 1
+            if ep is not None:
+                ep.add(e, ts)
+                self.common(ep, e)
+                self._near(ep, e)
+                ep.facts["window_count"] = self.n
+                return self.update(ep)
+            if self.n >= self.spec.count:
+                ep = self.open(ts)
+                for t, x in self.win:
+                    if x is not None:
+                        ep.add(x, t)
+                        self.common(ep, x)
+                        self._near(ep, x)
+                ep.first_seen = min(ep.timestamps) if ep.timestamps else ts
+                ep.facts["window_count"] = self.n
+                ep.facts["window"] = self.spec.window.describe()
+                return [self.start(ep)]
+            return []
+        if ep is not None and self.n == 0:
+            return [self.end(ts)]
+        return []
+
+    def expire(self, now: float) -> list[Finding]:
+        self._slide(now)
+        if self.ep is not None and self.n == 0:
+            return [self.end(now)]
+        return []
+
+
+# --------------------------------------------------------------------------- sequence
+
+
+@dataclass
+class SequenceSpec:
+    """Ordered steps within a window, optionally with no ``unless`` event in between."""
+
+    steps: tuple[Pred, ...]
+    within: Window
+    unless: Pred | None = None
+    gap: Window | None = None
+    kind: str = "sequence"
+    FACTS = COMMON_FACTS | {"steps"}
+
+    @classmethod
+    def parse(cls, value: Any, ctx: Ctx, path: Path_,
+              pc: PredicateCompiler) -> SequenceSpec | None:
+        if not ctx.expect(value, dict, path, "sequence"):
+            return None
+        if not ctx.check_keys(value, path, ["steps", "within", "unless", "gap"],
+                              ["steps", "within"], section="detect.sequence"):
+            return None
+        steps_v = value["steps"]
+        if not ctx.expect(steps_v, list, path + ("steps",), "steps"):
+            return None
+        if not 2 <= len(steps_v) <= 10:
+            ctx.error(BadDetectorParamsError, path + ("steps",),
+                      "a sequence needs between 2 and 10 steps",
+                      "use detect: match for a single step")
+            return None
+        steps = [pc.compile(s, path + ("steps", i), f"step {i + 1}") for i, s in enumerate(steps_v)]
+        within = parse_window(value["within"], ctx, path + ("within",), "within")
+        unless = (pc.compile(value["unless"], path + ("unless",), "unless")
+                  if "unless" in value else None)
+        gap = parse_window(value["gap"], ctx, path + ("gap",), "gap") if "gap" in value else None
+        if any(s is None for s in steps) or within is None or (
+            "unless" in value and unless is None) or ("gap" in value and gap is None):
+            return None
+        return cls(tuple(steps), within, unless, gap)  # type: ignore[arg-type]
+
+    @property
+    def min_count(self) -> int:
+        return 1
+
+    def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
+        return SequenceState(rule, watch, self)
+
+
+class SequenceState(EpisodicState):
+    def __init__(self, rule: Rule, watch: SampleWatch, spec: SequenceSpec) -> None:
+        super().__init__(rule, watch, spec.gap)
+        self.spec = spec
+        self.idx = 0
+        # partial[j] = (start index, start ts, uuids): steps 0..j-1 matched; newest start wins
+        self.partial: dict[int, tuple[int, float, list[str]]] = {}
+
+    def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
+        if not matched:
+            return []
+        spec = self.spec
+        self.idx += 1
+        idx = self.idx
+        w = spec.within
+        for j in list(self.partial):
+            s_idx, s_ts, _ = self.partial[j]
+            if (w.events is not None and idx - s_idx >= w.events) or (
+                w.seconds is not None and ts - s_ts > w.seconds
+            ):
+                del self.partial[j]
+        out: list[Finding] = []
+        n = len(spec.steps)
+        uuid = str(e.get("uuid") or "")
+        for j in sorted(self.partial, reverse=True):
+            s_idx, s_ts, uuids = self.partial[j]
+            if spec.steps[j](e):
+                del self.partial[j]
+                if j + 1 == n:
+                    self.partial.clear()
+                    out += self.hit(e, ts, {"steps": n}, uuids)
+                    self.ep.first_seen = min(self.ep.first_seen, s_ts)  # type: ignore[union-attr]
+                    return out
+                cur = self.partial.get(j + 1)
+                if cur is None or cur[0] < s_idx:
+                    self.partial[j + 1] = (s_idx, s_ts, uuids + [uuid])
+            elif spec.unless is not None and spec.unless(e):
+                del self.partial[j]
+        if spec.steps[0](e):
+            self.partial[1] = (idx, ts, [uuid])
+        self.since_hit += 1
+        out += self.gap_check(ts)
+        return out
+
+
+# --------------------------------------------------------------------------- absence
+
+
+@dataclass
+class AbsenceSpec:
+    """A trigger event not followed by an expected event within a window."""
+
+    trigger: Pred
+    expect: Pred
+    within: Window
+    at_end: bool = False
+    gap: Window | None = None
+    kind: str = "absence"
+    FACTS = COMMON_FACTS | {"waited_events", "waited_seconds", "at_end"}
+
+    @classmethod
+    def parse(cls, value: Any, ctx: Ctx, path: Path_,
+              pc: PredicateCompiler) -> AbsenceSpec | None:
+        if not ctx.expect(value, dict, path, "absence"):
+            return None
+        if not ctx.check_keys(value, path, ["trigger", "expect", "within", "at_end", "gap"],
+                              ["trigger", "expect", "within"], section="detect.absence"):
+            return None
+        trig = pc.compile(value["trigger"], path + ("trigger",), "trigger")
+        exp = pc.compile(value["expect"], path + ("expect",), "expect")
+        within = parse_window(value["within"], ctx, path + ("within",), "within")
+        at_end = value.get("at_end", False)
+        if not ctx.expect(at_end, bool, path + ("at_end",), "at_end"):
+            return None
+        gap = parse_window(value["gap"], ctx, path + ("gap",), "gap") if "gap" in value else None
+        if trig is None or exp is None or within is None or ("gap" in value and gap is None):
+            return None
+        return cls(trig, exp, within, at_end, gap)
+
+    @property
+    def min_count(self) -> int:
+        return 1
+
+    def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
+        return AbsenceState(rule, watch, self)
+
+
+class AbsenceState(EpisodicState):
+    def __init__(self, rule: Rule, watch: SampleWatch, spec: AbsenceSpec) -> None:
+        super().__init__(rule, watch, spec.gap)
+        self.spec = spec
+        self.idx = 0
+        self.pending: deque[tuple[int, float, Event]] = deque(maxlen=32)
+
+    def _due(self, now: float, idx: int | None) -> list[Finding]:
+        w = self.spec.within
+        out: list[Finding] = []
+        while self.pending:
+            p_idx, p_ts, p_e = self.pending[0]
+            waited = (idx - p_idx) if idx is not None else self.idx - p_idx
+            if (w.events is not None and idx is not None and waited >= w.events) or (
+                w.seconds is not None and now - p_ts > w.seconds
+            ):
+                self.pending.popleft()
+                out += self.hit(p_e, now, {"waited_events": waited,
+                                           "waited_seconds": round(now - p_ts, 3),
+                                           "at_end": False})
+            else:
+                break
+        return out
+
+    def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
+        if not matched:
+            return []
+        self.idx += 1
+        out: list[Finding] = []
+        if self.spec.expect(e):
+            self.pending.clear()
+        else:
+            out += self._due(ts, self.idx)
+        if self.spec.trigger(e):
+            self.pending.append((self.idx, ts, e))
+        self.since_hit += 1
+        out += self.gap_check(ts)
+        return out
+
+    def expire(self, now: float) -> list[Finding]:
+        return self._due(now, None) + self.gap_check(now)
+
+    def finalize(self, now: float) -> list[Finding]:
+        out = self.expire(now)
+        if self.spec.at_end:
+            while self.pending:
+                p_idx, p_ts, p_e = self.pending.popleft()
+                out += self.hit(p_e, now, {"waited_events": self.idx - p_idx,
+                                           "waited_seconds": round(now - p_ts, 3),
+                                           "at_end": True})
+        if self.ep is not None:
+            out.append(self.end(now))
+        return out
+
+
+# --------------------------------------------------------------------------- idle
+
+IDLE_KINDS = ("model", "tool", "sandbox", "none")
+
+
+@dataclass
+class IdleSpec:
+    """Nothing new (or one event left pending) for longer than the in-flight kind allows."""
+
+    thresholds: dict[str, float]
+    functions: dict[str, float] = field(default_factory=dict)
+    polls: int = 2
+    kind: str = "idle"
+    FACTS = COMMON_FACTS | {"kind", "idle_seconds", "threshold_seconds", "function", "polls"}
+
+    @classmethod
+    def parse(cls, value: Any, ctx: Ctx, path: Path_, pc: PredicateCompiler) -> IdleSpec | None:
+        if not ctx.expect(value, dict, path, "idle"):
+            return None
+        if not ctx.check_keys(value, path, ["thresholds", "functions", "polls"], ["thresholds"],
+                              section="detect.idle"):
+            return None
+        th = value["thresholds"]
+        if not ctx.expect(th, dict, path + ("thresholds",), "thresholds"):
+            return None
+        if not ctx.check_keys(th, path + ("thresholds",), IDLE_KINDS, section="thresholds"):
+            return None
+        out: dict[str, float] = {}
+        for k, v in th.items():
+            if not ctx.expect(v, (int, float), path + ("thresholds", k), f"thresholds.{k}"):
+                return None
+            if v <= 0:
+                ctx.error(BadDetectorParamsError, path + ("thresholds", k),
+                          "idle thresholds are seconds > 0")
+                return None
+            out[k] = float(v)
+        funcs: dict[str, float] = {}
+        fv = value.get("functions", {})
+        if not ctx.expect(fv, dict, path + ("functions",), "functions"):
+            return None
+        for k, v in fv.items():
+            if not ctx.expect(v, (int, float), path + ("functions", k), f"functions.{k}"):
+                return None
+            funcs[str(k)] = float(v)
+        polls = positive_int(value.get("polls", 2), ctx, path + ("polls",), "polls", 2, 1000)
+        if polls is None:
+            return None
+        return cls(out, funcs, polls)
+
+    @property
+    def min_count(self) -> int:
+        return self.polls
+
+    def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
+        return IdleState(rule, watch, self)
+
+
+class IdleState(RuleState):
+    def __init__(self, rule: Rule, watch: SampleWatch, spec: IdleSpec) -> None:
+        super().__init__(rule, watch)
+        self.spec = spec
+        self.need = spec.polls
+
+    def tick(self, now: float, status: SampleStatus) -> list[Finding]:
+        spec = self.spec
+        function = None
+        if status.in_flight:
+            item = min(status.in_flight, key=lambda x: x.get("since") or now)
+            t = str(item.get("type") or "")
+            kind = t if t in ("model", "tool", "sandbox") else "tool"
+            function = item.get("function")
+            since = item.get("since")
+            since = float(since) if isinstance(since, int | float) else now
+        else:
+            kind = "none"
+            since = status.last_change_at or status.last_event_at or now
+        idle = now - since
+        threshold = spec.functions.get(str(function)) if function else None
+        if threshold is None:
+            threshold = spec.thresholds.get(kind)
+        stalled = threshold is not None and idle >= threshold and (
+            status.polls_without_change >= spec.polls)
+        if self.watch.suppressed(status.last_event or {}, self.rule):
+            stalled = False
+        ep = self.ep
+        if not stalled:
+            return [self.end(now)] if ep is not None else []
+        facts = {"kind": kind, "idle_seconds": round(idle, 1), "threshold_seconds": threshold,
+                 "function": function, "polls": status.polls_without_change}
+        if ep is None:
+            ep = self.open(since)
+            ep.add(status.last_event, now, excerpt=status.last_event is not None)
+            ep.facts.update(facts)
+            if function:
+                ep.facts["tool"] = function
+            ep.last_seen = now
+            return [self.start(ep)]
+        ep.count += 1
+        ep.last_seen = now
+        ep.facts.update(facts)
+        return self.update(ep)
+
+    def activity(self, ts: float) -> list[Finding]:
+        return [self.end(ts)] if self.ep is not None else []
+
+
+# --------------------------------------------------------------------------- sample
+
+
+@dataclass
+class SampleSpec:
+    """Predicates over the samples-listing row: retries, limits, errors, outliers."""
+
+    where: Pred
+    outlier: tuple[str, float, int] | None = None  # (field, factor, min_samples)
+    kind: str = "sample"
+    FACTS = COMMON_FACTS | {
+        "status", "retries", "error", "total_tokens", "total_time", "limit", "message_count",
+        "task_wide", "same_error_samples", "errored_samples", "samples", "outlier_field",
+        "outlier_ratio", "median",
+    }
+
+    @classmethod
+    def parse(cls, value: Any, ctx: Ctx, path: Path_, pc: PredicateCompiler) -> SampleSpec | None:
+        if not ctx.expect(value, dict, path, "sample"):
+            return None
+        if not ctx.check_keys(value, path, ["row", "outlier"], section="detect.sample"):
+            return None
+        if "row" not in value and "outlier" not in value:
+            ctx.error(BadDetectorParamsError, path, "detect.sample needs 'row' or 'outlier'")
+            return None
+        pred = pc.compile(value["row"], path + ("row",), "row") if "row" in value else (
+            lambda r: True)
+        outlier = None
+        if "outlier" in value:
+            ov = value["outlier"]
+            if not ctx.expect(ov, dict, path + ("outlier",), "outlier"):
+                return None
+            if not ctx.check_keys(ov, path + ("outlier",), ["field", "factor", "min_samples"],
+                                  ["field", "factor"], section="outlier"):
+                return None
+            fv, fac = ov["field"], ov["factor"]
+            if not ctx.expect(fv, str, path + ("outlier", "field"), "outlier.field") or \
+                    not ctx.expect(fac, (int, float), path + ("outlier", "factor"),
+                                   "outlier.factor"):
+                return None
+            if fac <= 1:
+                ctx.error(BadDetectorParamsError, path + ("outlier", "factor"),
+                          "outlier.factor must be > 1 (a multiple of the median)")
+                return None
+            ms = positive_int(ov.get("min_samples", 5), ctx, path + ("outlier", "min_samples"),
+                              "min_samples", 2, 100_000)
+            if ms is None:
+                return None
+            outlier = (fv, float(fac), ms)
+        if pred is None:
+            return None
+        return cls(pred, outlier)
+
+    @property
+    def min_count(self) -> int:
+        return 1
+
+    def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
+        return SampleRowState(rule, watch, self)
+
+
+ROW_FACTS = ("status", "retries", "error", "total_tokens", "total_time", "limit",
+             "message_count")
+
+
+class SampleRowState(RuleState):
+    def __init__(self, rule: Rule, watch: SampleWatch, spec: SampleSpec) -> None:
+        super().__init__(rule, watch)
+        self.spec = spec
+
+    def row(self, row: dict[str, Any], context: RunContext | None, now: float) -> list[Finding]:
+        view = dict(row)
+        ctx_view = context.view(row) if context is not None else {}
+        view["context"] = ctx_view
+        if not self.spec.where(view) or self.watch.suppressed(view, self.rule):
+            return []
+        facts: dict[str, Any] = {k: row.get(k) for k in ROW_FACTS if k in row}
+        facts.update({k: v for k, v in ctx_view.items() if k in SampleSpec.FACTS})
+        if self.spec.outlier is not None:
+            fname, factor, min_n = self.spec.outlier
+            value = row.get(fname)
+            values = context.stats.get(fname, []) if context is not None else []
+            if not isinstance(value, int | float) or len(values) < min_n:
+                return []
+            med = statistics.median(values)
+            if med <= 0 or value / med < factor:
+                return []
+            facts.update(outlier_field=fname, outlier_ratio=round(value / med, 2), median=med)
+        if facts.get("error"):
+            facts["excerpt"] = _short(str(facts["error"]))
+        ep = self.ep
+        if ep is None:
+            ep = self.open(now)
+            ep.count = 1
+            ep.facts.update(facts)
+            if facts.get("error"):
+                ep.excerpts.append(_short(str(facts["error"])))
+            return [self.start(ep)]
+        ep.facts.update(facts)
+        ep.last_seen = now
+        return self.update(ep)
+
+
+DETECTORS: dict[str, Any] = {
+    "match": MatchSpec, "repeat": RepeatSpec, "threshold": ThresholdSpec,
+    "sequence": SequenceSpec, "absence": AbsenceSpec, "idle": IdleSpec, "sample": SampleSpec,
+}
+EVENT_DETECTORS = frozenset({"match", "repeat", "threshold", "sequence", "absence"})
+

@@ -1,0 +1,253 @@
+"""Find, parse and select rules: built-in pack, user rules, ``--rules`` paths.
+
+Precedence is built-in < user config dir < explicit paths: a later rule with an
+existing id replaces the earlier one (recorded in :attr:`RuleSet.overrides`), so
+users can tune a built-in without forking the pack. Two rules with one id *within*
+one source are an error (W109). All errors of all files are raised at once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from watcher.engine.compile import Ctx, Registry
+from watcher.engine.errors import (
+    DuplicateIdError,
+    FileError,
+    MissingFieldError,
+    RuleError,
+    RuleLoadErrors,
+    WrongTypeError,
+)
+from watcher.engine.model import ExceptionSpec, Rule, parse_exception, parse_rule
+from watcher.engine.yamlsrc import Doc, load_docs
+from watcher.events import TIERS, tier_rank
+
+RULE_SUFFIXES = (".yaml", ".yml")
+SOURCE_NAMES = ("builtin", "user", "path")
+
+
+@dataclass
+class RuleSet:
+    """The selected rules, in load order, plus what was replaced or left out and why."""
+
+    rules: list[Rule]
+    registry: Registry
+    overrides: list[dict[str, str]] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(self.rules)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __contains__(self, rule_id: object) -> bool:
+        return any(r.id == rule_id for r in self.rules)
+
+    def get(self, rule_id: str) -> Rule | None:
+        return next((r for r in self.rules if r.id == rule_id), None)
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self.rules]
+
+
+def builtin_dir() -> Path:
+    """The built-in pack (package ``watcher.rules``; ``rules/`` in this repo)."""
+    return Path(str(resources.files("watcher.rules")))
+
+
+def user_rules_dir() -> Path:
+    """``~/.config/inspect-watch/rules`` (platformdirs, honouring XDG_CONFIG_HOME)."""
+    try:
+        from platformdirs import user_config_dir
+
+        return Path(user_config_dir("inspect-watch")) / "rules"
+    except ImportError:  # pragma: no cover
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+        return Path(base) / "inspect-watch" / "rules"
+
+
+def rule_files(path: Path) -> list[Path]:
+    """YAML files of a path: itself, or a directory's files (recursively, sorted)."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.suffix in RULE_SUFFIXES and p.is_file())
+    return [path]
+
+
+def _read(path: Path, errors: list[RuleError]) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        errors.append(FileError(f"cannot read rule file: {exc}", file=str(path),
+                                hint="check the path given to --rules"))
+        return None
+
+
+def _library(doc: Doc, lists: dict[str, Any], macros: dict[str, Any],
+             errors: list[RuleError]) -> None:
+    ctx = Ctx(doc, errors)
+    data = doc.data
+    if not ctx.check_keys(data, (), ["lists", "macros"], section="library document"):
+        return
+    if "lists" in data and ctx.expect(data["lists"], dict, ("lists",), "lists"):
+        for name, values in data["lists"].items():
+            p = ("lists", name)
+            if ctx.expect(values, list, p, f"list {name!r}") and all(
+                ctx.expect(v, str, p + (i,), f"item of list {name!r}")
+                for i, v in enumerate(values)
+            ):
+                lists[str(name)] = (list(values), doc, p)
+    if "macros" in data and ctx.expect(data["macros"], dict, ("macros",), "macros"):
+        for name, spec in data["macros"].items():
+            p = ("macros", name)
+            if ctx.expect(spec, dict, p, f"macro {name!r}"):
+                macros[str(name)] = (spec, doc, p)
+
+
+def load_rules(
+    paths: Iterable[str | Path] | None = None,
+    builtin: bool = True,
+    user_dir: str | Path | None | Literal[False] = None,
+    disable: Iterable[str] | None = None,
+    only: Iterable[str] | None = None,
+    needs_max: str | None = None,
+) -> RuleSet:
+    """Load, validate and select rules; raises :class:`RuleLoadErrors` with every error.
+
+    ``user_dir=None`` uses the default user config dir when it exists, ``False``
+    skips user rules. ``only`` keeps rules whose id or category is listed;
+    ``needs_max="metadata"`` keeps only rules that never read agent text.
+    """
+    errors: list[RuleError] = []
+    sources: list[tuple[int, Path]] = []
+    if builtin:
+        sources += [(0, p) for p in rule_files(builtin_dir())]
+    if user_dir is not False:
+        udir = Path(user_dir) if user_dir is not None else user_rules_dir()
+        if udir.is_dir():
+            sources += [(1, p) for p in rule_files(udir)]
+        elif user_dir is not None:
+            errors.append(FileError(f"user rules directory {udir} does not exist",
+                                    file=str(udir)))
+    for raw in paths or []:
+        p = Path(raw)
+        if not p.exists():
+            errors.append(FileError(f"no such rule file or directory: {p}", file=str(p),
+                                    hint="--rules takes YAML files or directories"))
+            continue
+        sources += [(2, f) for f in rule_files(p)]
+    if needs_max is not None and needs_max not in TIERS:
+        raise ValueError(f"needs_max must be one of {TIERS}")
+
+    # pass 1: parse files, collect library documents (lists, macros)
+    parsed: list[tuple[int, Doc]] = []
+    lists: dict[str, Any] = {}
+    macros: dict[str, Any] = {}
+    seen_files: set[Path] = set()
+    for level, path in sources:
+        rp = path.resolve()
+        if rp in seen_files:
+            continue
+        seen_files.add(rp)
+        text = _read(path, errors)
+        if text is None:
+            continue
+        for doc in load_docs(text, str(path), errors):
+            if not isinstance(doc.data, dict):
+                Ctx(doc, errors).error(WrongTypeError, (), "a rule document must be a mapping")
+                continue
+            if "id" not in doc.data and ("lists" in doc.data or "macros" in doc.data):
+                _library(doc, lists, macros, errors)
+            elif "id" not in doc.data:
+                Ctx(doc, errors).error(MissingFieldError, (),
+                                       "document has no 'id' (and is not a lists/macros "
+                                       "library document)", "every rule needs an id")
+            else:
+                parsed.append((level, doc))
+    registry = Registry(lists, macros)
+
+    # pass 2: rules, precedence and duplicate ids
+    chosen: dict[str, tuple[int, Rule]] = {}
+    overrides: list[dict[str, str]] = []
+    for level, doc in parsed:
+        rule = parse_rule(doc, registry, errors)
+        if rule is None:
+            continue
+        prev = chosen.get(rule.id)
+        if prev is not None and prev[0] == level:
+            Ctx(doc, errors, rule.id).error(
+                DuplicateIdError, ("id",),
+                f"duplicate rule id {rule.id!r} (also in {prev[1].source}:{prev[1].line})",
+                "rename one; to replace a built-in rule put yours in the user dir or --rules")
+            continue
+        if prev is not None:
+            overrides.append({"id": rule.id, "replaced": f"{prev[1].source}:{prev[1].line}",
+                              "by": f"{rule.source}:{rule.line}",
+                              "from": SOURCE_NAMES[prev[0]], "to": SOURCE_NAMES[level]})
+            rule.replaces = prev[1].replaces + (prev[1].source,)
+            del chosen[rule.id]
+        chosen[rule.id] = (level, rule)
+    if errors:
+        raise RuleLoadErrors(errors)
+
+    # selection
+    skipped: dict[str, str] = {}
+    disabled = {d for item in disable or [] for d in str(item).split(",") if d}
+    wanted = {o for item in only or [] for o in str(item).split(",") if o}
+    rules: list[Rule] = []
+    for _, rule in chosen.values():
+        if not rule.enabled:
+            skipped[rule.id] = "enabled: false"
+        elif rule.id in disabled or rule.category in disabled:
+            skipped[rule.id] = "disabled"
+        elif wanted and rule.id not in wanted and rule.category not in wanted:
+            skipped[rule.id] = "not in --only"
+        elif needs_max is not None and tier_rank(rule.needs) > tier_rank(needs_max):  # type: ignore[arg-type]
+            skipped[rule.id] = f"needs {rule.needs} > {needs_max}"
+        else:
+            rules.append(rule)
+    return RuleSet(rules, registry, overrides, skipped,
+                   [str(p) for _, p in sources])
+
+
+def load_suppressions(path: str | Path) -> list[ExceptionSpec]:
+    """A run's suppress file: ``suppress: [{rule, field, op, value, reason}]``.
+
+    ``rule`` is an id, a category or a glob (default ``*``); entries are validated
+    like rule exceptions and raise :class:`RuleLoadErrors` on problems.
+    """
+    errors: list[RuleError] = []
+    p = Path(path)
+    text = _read(p, errors)
+    out: list[ExceptionSpec] = []
+    if text is not None:
+        for doc in load_docs(text, str(p), errors):
+            ctx = Ctx(doc, errors)
+            data = doc.data
+            base: tuple[Any, ...] = ()
+            if isinstance(data, dict):
+                if not ctx.check_keys(data, (), ["suppress"], ["suppress"],
+                                      section="suppress file"):
+                    continue
+                data, base = data["suppress"], ("suppress",)
+            if not ctx.expect(data, list, base, "suppress"):
+                continue
+            for i, item in enumerate(data):
+                spec = parse_exception(item, ctx, base + (i,), extra_keys=("rule",))
+                if spec is None:
+                    continue
+                rule = item.get("rule", "*")
+                if ctx.expect(rule, str, base + (i, "rule"), "rule"):
+                    spec.rule = rule
+                    out.append(spec)
+    if errors:
+        raise RuleLoadErrors(errors)
+    return out

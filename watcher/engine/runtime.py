@@ -1,0 +1,244 @@
+"""The engine: dispatch events to rules, keep per-sample state, emit findings.
+
+An :class:`Engine` is built once from a rule set and shared by every sample; a
+:class:`SampleWatch` holds one sample attempt's bounded state. Rules are
+pre-filtered by event type (a dict from type to rules) so each event touches only
+the rules that read it, and per-event derived keys are cached across rules.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from watcher.engine.detectors import RuleState
+from watcher.engine.model import ExceptionSpec, Rule
+from watcher.events import TIERS, Event, Tier, tier_rank
+from watcher.findings import Finding, SampleRef
+
+
+@dataclass
+class SampleStatus:
+    """What the stream knows about a sample between events; drives ``idle`` rules.
+
+    ``in_flight`` lists events left pending, each ``{type, function, since}``;
+    ``polls_without_change`` counts consecutive polls that brought nothing new, so
+    a stall is only reported once it is corroborated by at least two polls.
+    ``sample_kind`` carries hints (e.g. ``{"agent": "react", "sandbox": True}``).
+    """
+
+    last_event_at: float | None = None
+    last_change_at: float | None = None
+    polls_without_change: int = 0
+    in_flight: list[dict[str, Any]] = field(default_factory=list)
+    last_event: dict[str, Any] | None = None
+    sample_kind: dict[str, Any] = field(default_factory=dict)
+
+
+_DIGITS = re.compile(r"\d+")
+NUMERIC_FIELDS = ("total_tokens", "total_time", "message_count", "retries")
+
+
+def error_signature(error: Any) -> str:
+    """An error message reduced so the same failure in two samples compares equal."""
+    text = error.get("message", "") if isinstance(error, dict) else str(error or "")
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return _DIGITS.sub("#", first)[:200]
+
+
+@dataclass
+class RunContext:
+    """Other samples of the same task, so sample rules can tell task-wide from local.
+
+    ``errors`` counts samples per error signature; ``stats`` holds numeric fields of
+    finished samples for outlier tests.
+    """
+
+    task: str = ""
+    samples: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    stats: dict[str, list[float]] = field(default_factory=dict)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[dict[str, Any]], task: str = "") -> RunContext:
+        ctx = cls(task=task)
+        for row in rows:
+            ctx.add(row)
+        return ctx
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.samples += 1
+        if row.get("error"):
+            self.errors[error_signature(row["error"])] += 1
+        if row.get("status") in ("completed", "error", "cancelled", None):
+            for name in NUMERIC_FIELDS:
+                v = row.get(name)
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    self.stats.setdefault(name, []).append(float(v))
+
+    def view(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The ``context`` object sample predicates see (and facts they may quote)."""
+        sig = error_signature(row.get("error")) if row.get("error") else None
+        same = self.errors.get(sig, 0) if sig else 0
+        others = max(same - 1, 0) if sig else 0  # the row itself may be counted
+        return {
+            "task": self.task,
+            "samples": self.samples,
+            "errored_samples": sum(self.errors.values()),
+            "same_error_samples": others,
+            "task_wide": others >= 2,
+        }
+
+
+class Engine:
+    """Compiled rules plus the type → rules dispatch table; shared across samples."""
+
+    def __init__(self, rules: Iterable[Rule], suppressions: Iterable[ExceptionSpec] = ()) -> None:
+        self.rules: list[Rule] = [r for r in rules if r.enabled]
+        supp = list(suppressions)
+        self.exceptions: dict[str, tuple[ExceptionSpec, ...]] = {}
+        for r in self.rules:
+            extra = [s for s in supp if _applies(s, r)]
+            self.exceptions[r.id] = tuple(r.exceptions) + tuple(extra)
+        self.by_type: dict[str, list[Rule]] = {}
+        self.any_type: list[Rule] = []
+        for r in self.rules:
+            if not r.reads_events:
+                continue
+            if r.events is None:
+                self.any_type.append(r)
+            else:
+                for t in r.events:
+                    self.by_type.setdefault(t, []).append(r)
+
+    @property
+    def event_types(self) -> frozenset[str] | None:
+        """Union of event types the rules read; ``None`` when some rule reads all."""
+        if self.any_type:
+            return None
+        return frozenset(self.by_type)
+
+    @property
+    def tier(self) -> Tier:
+        """The least content tier that satisfies every rule."""
+        best = 0
+        for r in self.rules:
+            best = max(best, tier_rank(r.needs))  # type: ignore[arg-type]
+        return TIERS[best]
+
+    def open_sample(self, ref: SampleRef) -> SampleWatch:
+        return SampleWatch(self, ref)
+
+
+def _applies(s: ExceptionSpec, rule: Rule) -> bool:
+    pat = s.rule or "*"
+    return fnmatch.fnmatchcase(rule.id, pat) or fnmatch.fnmatchcase(rule.category, pat)
+
+
+class SampleWatch:
+    """One sample attempt: bounded per-rule state; each event is processed once."""
+
+    def __init__(self, engine: Engine, ref: SampleRef) -> None:
+        self.engine = engine
+        self.cache: dict[Any, Any] = {}
+        self._setup(ref)
+
+    def _setup(self, ref: SampleRef) -> None:
+        self.ref = ref
+        self.sample_view: dict[str, Any] = asdict(ref)
+        self.states: dict[str, RuleState] = {
+            r.id: r.detector.new_state(r, self) for r in self.engine.rules
+        }
+        self.idle = [s for s in self.states.values() if s.rule.detect_kind == "idle"]
+        self._table: dict[str, list[tuple[Any, Any, tuple[ExceptionSpec, ...], RuleState]]] = {}
+        self.last_ts = 0.0
+        self.finalized = False
+
+    def _targets(self, etype: str) -> list[tuple[Any, Any, tuple[ExceptionSpec, ...], RuleState]]:
+        hit = self._table.get(etype)
+        if hit is None:
+            eng = self.engine
+            rules = eng.by_type.get(etype, []) + eng.any_type
+            rules.sort(key=lambda r: eng.rules.index(r))
+            hit = [(r.predicate, self.states[r.id].feed, eng.exceptions[r.id], self.states[r.id])
+                   for r in rules]
+            self._table[etype] = hit
+        return hit
+
+    def suppressed(self, view: dict[str, Any], rule: Rule) -> bool:
+        """Whether a rule exception or run suppression covers this event or row."""
+        sv = self.sample_view
+        return any(x.matches(view, sv) for x in self.engine.exceptions.get(rule.id, ()))
+
+    def feed(self, event: Event) -> list[Finding]:
+        """Process one completed event; pending events are ignored (they will come again)."""
+        if event.get("pending"):
+            return []
+        ts = event.get("timestamp")
+        if isinstance(ts, int | float):
+            ts = float(ts)
+            if ts > self.last_ts:
+                self.last_ts = ts
+        else:
+            ts = self.last_ts
+        self.cache = {}
+        out: list[Finding] = []
+        for s in self.idle:
+            if s.ep is not None:
+                out += s.activity(ts)
+        sv = self.sample_view
+        for pred, feed, excs, _state in self._targets(str(event.get("type"))):
+            matched = pred(event)
+            if matched and excs:
+                matched = not any(x.matches(event, sv) for x in excs)
+            found = feed(event, ts, matched)
+            if found:
+                out += found
+        return out
+
+    def tick(self, now: float, status: SampleStatus) -> list[Finding]:
+        """Clock-driven checks: idle rules, and time windows that closed without events."""
+        out: list[Finding] = []
+        for s in self.states.values():
+            if s.rule.detect_kind == "idle":
+                out += s.tick(now, status)
+            elif s.rule.reads_events:
+                out += s.expire(now)
+        return out
+
+    def sample_row(self, row: Any, context: RunContext | None = None,
+                   now: float | None = None) -> list[Finding]:
+        """Run sample rules over a samples-listing row (a dict or a ``SampleRow``)."""
+        if not isinstance(row, dict):
+            raw = dict(getattr(row, "raw", {}) or {})
+            raw.setdefault("status", getattr(row, "status", None))
+            raw.setdefault("retries", getattr(row, "retries", 0))
+            raw.setdefault("sample_id", getattr(row, "sample_id", None))
+            raw.setdefault("epoch", getattr(row, "epoch", None))
+            row = raw
+        when = now if now is not None else (self.last_ts or time.time())
+        out: list[Finding] = []
+        for s in self.states.values():
+            if s.rule.detect_kind == "sample":
+                out += s.row(row, context, when)
+        return out
+
+    def finalize(self, now: float | None = None) -> list[Finding]:
+        """End every open episode (status ``ended``); the sample is done."""
+        if self.finalized:
+            return []
+        self.finalized = True
+        when = now if now is not None else self.last_ts
+        out: list[Finding] = []
+        for s in self.states.values():
+            out += s.finalize(when)
+        return out
+
+    def reset_attempt(self, new_ref: SampleRef) -> None:
+        """A retried sample starts a new attempt: fresh state, episode numbers from 1."""
+        self._setup(new_ref)

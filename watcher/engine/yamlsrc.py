@@ -1,0 +1,173 @@
+"""Rule files as data: safe YAML with positions and duplicate-key detection.
+
+PyYAML's ``safe_load`` silently keeps the last of two equal keys and forgets
+where values came from, so we compose node trees ourselves (with a
+:class:`yaml.SafeLoader` subclass: no Python tags, nothing executes) and build
+plain values plus a map from each value's path to its line and column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from watcher.engine.errors import (
+    DuplicateKeyError,
+    EmptyFileError,
+    RuleError,
+    UnsafeYamlError,
+    YamlSyntaxError,
+)
+
+Path_ = tuple[Any, ...]
+MAX_FILE_BYTES = 1_000_000
+MAX_NODES = 200_000
+
+
+class RuleYamlLoader(yaml.SafeLoader):
+    """SafeLoader subclass used only to compose nodes and construct plain scalars."""
+
+
+@dataclass
+class Doc:
+    """One YAML document of a rule file, with positions of every value and key."""
+
+    data: Any
+    file: str
+    lines: list[str]
+    vloc: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    kloc: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    start_line: int = 1
+
+    def loc(self, path: Path_, at_key: bool = False) -> tuple[int, int]:
+        """Best position for ``path``: its key or value, else the nearest ancestor."""
+        p = tuple(path)
+        while True:
+            table = self.kloc if at_key else self.vloc
+            if p in table:
+                return table[p]
+            if p in self.vloc:
+                return self.vloc[p]
+            if not p:
+                return (self.start_line, 1)
+            p = p[:-1]
+
+    def source_line(self, line: int) -> str | None:
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else None
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.nodes = 0
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return (node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _build(
+    node: yaml.Node, path: Path_, doc: Doc, loader: RuleYamlLoader, errors: list[RuleError],
+    budget: _Budget,
+) -> Any:
+    budget.nodes += 1
+    if budget.nodes > MAX_NODES:
+        raise _TooLarge()
+    doc.vloc[path] = _mark(node)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                _err(errors, UnsafeYamlError, doc, key_node, "merge keys (<<) are not supported",
+                     "write the keys out")
+                continue
+            key = _build(key_node, path + ("<key>",), doc, loader, errors, budget)
+            if not isinstance(key, str | int | float | bool) or key is None:
+                _err(errors, UnsafeYamlError, doc, key_node, "mapping keys must be scalars",
+                     "use a plain string key")
+                continue
+            if key in out:
+                line, _ = doc.kloc.get(path + (key,), (0, 0))
+                _err(errors, DuplicateKeyError, doc, key_node,
+                     f"duplicate key {key!r} (first defined on line {line})",
+                     "YAML keeps only the last value; remove or rename one")
+                continue
+            doc.kloc[path + (key,)] = _mark(key_node)
+            out[key] = _build(value_node, path + (key,), doc, loader, errors, budget)
+        doc.vloc.pop(path + ("<key>",), None)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [
+            _build(child, path + (i,), doc, loader, errors, budget)
+            for i, child in enumerate(node.value)
+        ]
+    try:
+        return loader.construct_object(node, deep=True)
+    except yaml.YAMLError as exc:
+        _err(errors, UnsafeYamlError, doc, node, f"cannot construct value: {_problem(exc)}",
+             "rule files are plain data: strings, numbers, booleans, lists, mappings")
+        return None
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _err(errors: list[RuleError], cls: type[RuleError], doc: Doc, node: yaml.Node, msg: str,
+         hint: str) -> None:
+    line, col = _mark(node)
+    errors.append(cls(msg, file=doc.file, line=line, col=col,
+                      source_line=doc.source_line(line), hint=hint))
+
+
+def _problem(exc: yaml.YAMLError) -> str:
+    return str(getattr(exc, "problem", None) or exc).strip()
+
+
+def load_docs(text: str, file: str, errors: list[RuleError]) -> list[Doc]:
+    """Parse every document of ``text``; problems are appended to ``errors``."""
+    lines = text.splitlines()
+    if len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
+        errors.append(UnsafeYamlError(f"file larger than {MAX_FILE_BYTES} bytes", file=file,
+                                      line=1, col=1, hint="split the pack into several files"))
+        return []
+    loader = RuleYamlLoader(text)
+    docs: list[Doc] = []
+    budget = _Budget()
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            doc = Doc(data=None, file=file, lines=lines, start_line=node.start_mark.line + 1)
+            try:
+                doc.data = _build(node, (), doc, loader, errors, budget)
+            except _TooLarge:
+                errors.append(UnsafeYamlError(
+                    f"more than {MAX_NODES} YAML nodes (alias expansion?)", file=file,
+                    line=doc.start_line, col=1, hint="avoid anchors/aliases in rule files"))
+                return docs
+            if doc.data is not None:
+                docs.append(doc)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        col = mark.column + 1 if mark else None
+        msg = _problem(exc)
+        if exc.context and exc.problem:
+            msg = f"{exc.context.strip()}: {exc.problem.strip()}"
+        errors.append(YamlSyntaxError(
+            msg, file=file, line=line, col=col,
+            source_line=lines[line - 1] if line and 0 < line <= len(lines) else None,
+            hint="check indentation, quoting and ':' after keys"))
+        return docs
+    except yaml.YAMLError as exc:
+        errors.append(YamlSyntaxError(_problem(exc), file=file, line=1, col=1))
+        return docs
+    finally:
+        loader.dispose()
+    if not docs and not any(e.file == file for e in errors):
+        errors.append(EmptyFileError("file holds no YAML documents", file=file, line=1, col=1,
+                                     hint="add a rule, or delete the file"))
+    return docs
