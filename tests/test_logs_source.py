@@ -97,6 +97,8 @@ def test_corpus_tasks(corpus: LogSource) -> None:
     assert ctf.counts["total"] == ctf.counts["completed"] == 15
     assert oxdna.counts["total"] == oxdna.counts["completed"] == 6
     assert ctf.raw["total_samples"] == 790  # the header's count; the file holds 15
+    [single] = LogSource(str(OXDNA)).tasks()  # a plain local file path works too
+    assert single.eval_id == oxdna.eval_id
 
 
 @needs_corpus
@@ -206,6 +208,25 @@ def test_corrupt_logs(tmp_path: Path) -> None:
         LogSource(str(broken)).tasks()
     with pytest.raises(NotFound):
         LogSource(str(tmp_path / "absent.eval")).tasks()
+
+
+@needs_corpus
+def test_rewritten_log_is_reread(tmp_path: Path) -> None:
+    """A log that changed since it was listed (a partly flushed one grows) is not served stale."""
+    log = tmp_path / "2025-01-01T00-00-00+00-00_task_AAAAAAAAAAAAAAAAAAAAAA.eval"
+    shutil.copy(OXDNA, log)
+    src = LogSource(str(tmp_path))
+    [task] = src.tasks()
+    assert len(src.samples(task).samples) == 6
+    assert src.events(task, "default", 1, since=None, types=None, tier="full").events
+    log.write_bytes(CTF.read_bytes())
+    assert len(src.samples(task).samples) == 15
+    with pytest.raises(NotFound):  # the cached oxdna sample must not be served
+        src.events(task, "default", 1, since=None, types=None, tier="full")
+    assert [t.model for t in src.tasks()] == ["openai/gpt-4o"]
+    log.unlink()
+    with pytest.raises(NotFound):
+        src.samples(task)
 
 
 @needs_corpus
