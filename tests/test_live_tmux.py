@@ -1,0 +1,127 @@
+"""The text reporter in a real terminal (tmux): status redrawn in place, findings above it.
+
+Skipped when tmux is not installed (``apt-get install -y tmux``).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TMUX = shutil.which("tmux")
+pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux not installed")
+
+SCRIPT = """
+import sys, time
+from pathlib import Path
+from watcher.reporters import RunContext, StatusSnapshot, TaskStatus, TextReporter
+from watcher.reporters.examples import T0, example_snapshots
+
+r = TextReporter(sys.stdout)
+assert r.tty and r.color
+r.start(RunContext(sources=("http://127.0.0.1:7575",), version="test"))
+snaps = example_snapshots()
+for i in range(6):
+    r.status(StatusSnapshot(
+        tasks=(TaskStatus("demo", "mockllm/model", running=3, done=i, total=7),),
+        findings_by_confidence={"high": min(i, 2)}, now=T0 + i, last_poll_at=T0 + i - 1,
+        polls=100 + i))
+    if i == 2:
+        r.finding(snaps[0])  # medium, with hostile text (OSC title, clear screen, bidi)
+    if i == 4:
+        r.finding(snaps[2])  # escalated to high
+Path(sys.argv[1]).write_text("drawn")
+while not Path(sys.argv[2]).exists():
+    time.sleep(0.05)
+r.stop()
+"""
+
+
+def tmux(*args: str) -> str:
+    assert TMUX is not None
+    res = subprocess.run([TMUX, *args], capture_output=True, text=True, timeout=30, check=False)
+    return res.stdout
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
+    name = f"iw-test-{uuid.uuid4().hex[:8]}"
+    script = tmp_path / "live.py"
+    script.write_text(SCRIPT)
+    drawn, release = tmp_path / "drawn", tmp_path / "release"
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    cmd = " ".join(shlex.quote(a) for a in (sys.executable, str(script), str(drawn),
+                                            str(release)))
+    # Keep the pane after the program exits so its last screen can be inspected.
+    cmd = f"cd {shlex.quote(str(Path(__file__).parent.parent))} && {cmd}; sleep 30"
+    assert TMUX is not None
+    subprocess.run([TMUX, "-f", "/dev/null", "new-session", "-d", "-s", name, "-x", "160",
+                    "-y", "50", cmd], check=True, env=env, timeout=30)
+    try:
+        yield name, drawn, release
+    finally:
+        release.touch()
+        tmux("kill-session", "-t", name)
+
+
+def wait_for(path: Path, limit: float = 60.0) -> None:
+    """Wait for the child to signal; the limit only guards against a hung child."""
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"child did not write {path}")
+        time.sleep(0.05)
+
+
+def wait_screen(name: str, text: str, limit: float = 60.0) -> str:
+    """The pane once ``text`` shows (tmux may lag the child's writes); fails if it never does."""
+    deadline = time.monotonic() + limit
+    while text not in (screen := tmux("capture-pane", "-p", "-t", name)):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{text!r} never appeared:\n{screen}")
+        time.sleep(0.05)
+    return screen
+
+
+def test_status_area_in_place_and_finding_blocks(session: tuple[str, Path, Path]) -> None:
+    name, drawn, _ = session
+    wait_for(drawn)
+    screen = wait_screen(name, "105 polls")
+    lines = screen.rstrip("\n").split("\n")
+    # Exactly one status headline: earlier ones were erased in place, the latest one is last.
+    heads = [i for i, ln in enumerate(lines) if ln.startswith("inspect-watch · ")]
+    assert len(heads) == 1, screen
+    assert "105 polls" in lines[heads[0]] and "findings: 2 high" in lines[heads[0]]
+    assert "running 3  done 5 of 7" in lines[heads[0] + 1]
+    # Finding blocks are above it, the escalation after the first report.
+    new = next(i for i, ln in enumerate(lines) if "(loop.repeat_tool_call, new)" in ln)
+    esc = next(i for i, ln in enumerate(lines) if "(loop.repeat_tool_call, escalated)" in ln)
+    assert new < esc < heads[0]
+    assert lines[new].lstrip().startswith("MEDIUM") and lines[esc].lstrip().startswith("HIGH")
+    assert any("agent text (untrusted): «rm -rf /tmp/xRED" in ln for ln in lines)
+    # The agent's escapes did nothing: the banner survived the "clear screen",
+    # and the pane title was not set to "pwned".
+    assert lines[0].startswith("inspect-watch test: watching http://127.0.0.1:7575")
+    assert "pwned" not in tmux("display-message", "-p", "-t", name, "#{pane_title}")
+    assert "pwned" not in screen
+
+
+def test_status_area_left_as_plain_lines_on_stop(session: tuple[str, Path, Path]) -> None:
+    name, drawn, release = session
+    wait_for(drawn)
+    release.touch()
+    screen = wait_screen(name, "inspect-watch: stopped.")
+    lines = screen.rstrip("\n").split("\n")
+    heads = [ln for ln in lines if ln.startswith("inspect-watch · ")]
+    assert len(heads) == 1 and "105 polls" in heads[0]
+    stop = next(i for i, ln in enumerate(lines) if ln.startswith("inspect-watch: stopped."))
+    assert lines.index(heads[0]) < stop
