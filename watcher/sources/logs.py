@@ -209,17 +209,17 @@ class LogSource:
         from inspect_ai.log import read_eval_log
 
         try:
-            log = read_eval_log(location, header_only=True)
+            task = _task_info(read_eval_log(location, header_only=True), location)
         except Exception as ex:
             raise BadResponse(f"{location}: unreadable log: {ex}") from ex
-        entry = _LogEntry(location=location, stamp=stamp, task=_task_info(log, location))
+        entry = _LogEntry(location=location, stamp=stamp, task=task)
         self._logs[location] = entry
         self.unreadable.pop(location, None)
         try:
             entry.task.counts = _counts(self._summaries(entry))
-        except BadResponse as ex:
+        except BadResponse:
             self._forget(location)
-            raise ex
+            raise
         return entry
 
     def _forget(self, location: str) -> None:
