@@ -166,6 +166,15 @@ def test_text_status_lines_throttled_when_not_tty() -> None:
     assert len(lines) == 2 and "done 1" in lines[1]
 
 
+def test_text_appends_generated_handoff_to_rule_advice() -> None:
+    buf = io.StringIO()
+    f = replace(example_snapshots()[0], handoff="Check whether the task allows retries.")
+    TextReporter(buf).finding(f)
+    out = buf.getvalue()
+    advice = out.index("next: Check whether the task allows retries.")
+    assert advice < out.index("inspect-watch only observes") < out.index("kill -INT 4242")
+
+
 def test_text_fills_missing_handoff() -> None:
     buf = io.StringIO()
     f = replace(example_snapshots()[0], handoff="")

@@ -19,6 +19,7 @@ from pathlib import Path
 from watcher.findings import Finding
 
 _CANCEL_MARKERS = ('@sample_group.command("cancel")', "--dry-run")
+HANDOFF_MARKER = "inspect-watch only observes"
 
 
 @lru_cache(maxsize=1)
@@ -67,7 +68,7 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool) -
     """The human-facing "what now" for a finding; never claims the watcher acted."""
     s = f.sample
     lines = [
-        "inspect-watch only observes: it has not cancelled, stopped or changed anything.",
+        f"{HANDOFF_MARKER}: it has not cancelled, stopped or changed anything.",
         "If this sample should stop, the person running the eval can:",
         "  - cancel it in the eval's terminal UI (Running Samples tab: Cancel (Score) "
         "or Cancel (Error));",

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from watcher.findings import Finding
-from watcher.handoff import detect_sample_cancel, handoff_text
+from watcher.handoff import HANDOFF_MARKER, detect_sample_cancel, handoff_text
 from watcher.sanitize import clean_text, neutralise_quotes
 
 BADGES = {"high": "HIGH", "medium": "MEDIUM", "low": "LOW"}
@@ -79,10 +79,16 @@ def fmt_facts(facts: Mapping[str, Any], limit: int = 8, value_len: int = 120) ->
 
 
 def finding_handoff(f: Finding) -> str:
-    """The finding's own hand-off text, or one computed now if the engine left it empty."""
-    if f.handoff:
+    """The hand-off to print: the finding's own text plus the generated actions.
+
+    Rules may carry their own advice in ``handoff``; the generated part (what the
+    watcher did not do, and the cancel/interrupt commands) is appended unless
+    the text already contains it.
+    """
+    if HANDOFF_MARKER in f.handoff:
         return f.handoff
-    return handoff_text(f, f.sample.pid, detect_sample_cancel())
+    generated = handoff_text(f, f.sample.pid, detect_sample_cancel())
+    return f"{f.handoff.rstrip()}\n{generated}" if f.handoff.strip() else generated
 
 
 def one(v: object, max_len: int = 200) -> str:
