@@ -150,10 +150,13 @@ def _project_raw(out: Event, etype: str, raw: dict[str, Any], tier: Tier) -> Non
         usage = output.get("usage") or {}
         out["model"] = raw.get("model")
         out["tokens"] = usage.get("total_tokens") if usage else None
-        out["stop_reason"] = output.get("stop_reason")
-        out["has_error"] = raw.get("error") is not None
         choices = output.get("choices") or []
-        message = (choices[0] or {}).get("message", {}) if choices else {}
+        first = (choices[0] or {}) if choices else {}
+        message = first.get("message", {}) or {}
+        # ModelOutput.stop_reason is a property (choices[0].stop_reason): the live server
+        # reads the property, a serialised event only has the choice's field
+        out["stop_reason"] = output.get("stop_reason") or first.get("stop_reason")
+        out["has_error"] = raw.get("error") is not None
         calls = message.get("tool_calls") or []
         if tier == "full":  # the compact projection has neither: keep tiers comparable
             out["tool_calls"] = [
