@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watcher.events import Event, Tier, normalise
-from watcher.sources.base import EventPage, Source, TaskInfo
+from watcher.sources.base import EventPage, Source, SourceError, TaskInfo
 
 # Stop re-reading for a pending event once this many events follow it: an
 # event that stays pending that long is reported as a gap, not re-walked forever.
@@ -132,11 +132,18 @@ class SampleStream:
         page_start = self._reread[0] if self._reread is not None else self.cursor
         reread: tuple[str | None] | None = None
         observed = held = 0
-        for _ in range(MAX_PAGES_PER_POLL):
-            page: EventPage = source.events(
-                self.task, self.sample_id, self.epoch, since=page_start, types=self.types,
-                tier=self.tier, limit=self.page_limit,
-            )
+        for pages in range(MAX_PAGES_PER_POLL):
+            try:
+                page: EventPage = source.events(
+                    self.task, self.sample_id, self.epoch, since=page_start, types=self.types,
+                    tier=self.tier, limit=self.page_limit,
+                )
+            except SourceError:
+                if not pages:
+                    raise
+                # keep what earlier pages delivered (already marked seen); the next
+                # poll resumes from here and meets the failure again if it persists
+                break
             nonce = cursor_nonce(page.next)
             if nonce is not None and self.nonce is not None and nonce != self.nonce:
                 # a stale cursor: the server restarted us at offset 0 of a new attempt
