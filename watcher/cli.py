@@ -115,7 +115,7 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     context = RunContext(started_at=watch.started_at,
                          sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
                          log_dirs=(log_dir,) if log_dir else (),
-                         rules=tuple(engine.rule_ids), version=__version__)
+                         rules=tuple(r.id for r in engine.rules), version=__version__)
     for sink in sinks:
         sink.start(context)
     result = watch.run()
@@ -274,11 +274,10 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: str,
 @click.option("--output", "-o", help="Write the report here (default: stdout).")
 def report(files: tuple[str, ...], fmt: str, output: str | None) -> None:
     """Summarise findings JSONL files (several watchers or hosts merge into one)."""
-    from watcher.reporters import REPORTERS, RunContext, RunSummary
-    from watcher.reporters.jsonl import merge_findings
+    from watcher.reporters import REPORTERS, RunContext
+    from watcher.reporters.jsonl import summary_from_jsonl
 
-    findings = merge_findings(list(files))
-    summary = RunSummary.from_findings(findings)
+    summary = summary_from_jsonl(list(files))
     cls = REPORTERS[fmt]
     rep = cls(output) if output else cls(stream=sys.stdout)  # type: ignore[call-arg]
     rep.start(RunContext(sources=files, version=__version__))

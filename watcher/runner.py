@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from watcher.engine import Engine, SampleStatus
+from watcher.engine import Engine, RunContext, SampleStatus
 from watcher.findings import Finding, Notice, SampleRef
 from watcher.sources.base import (
     NotFound,
@@ -80,14 +80,18 @@ class TaskWatcher:
         self.watches: dict[tuple[str, int], Any] = {}
         self.rows: dict[tuple[str, int], SampleRow] = {}
         self.last_polled: dict[tuple[str, int], float] = {}
-        self.as_of: float | None = state.task_as_of.get(task.eval_id)
-        self.as_of = None  # re-list everything on start; the state skips finished samples
+        # list everything on start: the state skips finished samples, running ones are
+        # re-read so rule windows spanning a restart are rebuilt
+        self.as_of: float | None = None
         self.done_samples: set[tuple[str, int]] = set()
+        # other samples of this task, so sample rules can tell task-wide from local errors
+        self.context = RunContext(task=task.task)
+        self._in_context: set[tuple[str, int]] = set()
 
     @property
     def finished(self) -> bool:
         """The task is complete and every sample stream has drained."""
-        if not self.task.finished:
+        if not self.task.finished or self.as_of is None:
             return False
         return all(s.done for s in self.streams.values())
 
@@ -152,9 +156,16 @@ class TaskWatcher:
             stream.attempt = row.attempt
             self.streams[key] = stream
             self.watches[key] = self.engine.open_sample(self.ref(key[0], key[1], row.attempt))
+            if row.attempt > 1:
+                self.notice("attempt", f"sample {key[0]} epoch {key[1]} is on attempt "
+                            f"{row.attempt} (earlier attempts errored)", key,
+                            attempt=row.attempt)
         elif row.attempt > stream.attempt and not stream.done:
             self._new_attempt(key, stream, row.attempt)
-        self._findings(self.watches[key].sample_row(row.raw, None))
+        if row.terminal and key not in self._in_context:
+            self._in_context.add(key)
+            self.context.add(row.raw)
+        self._findings(self.watches[key].sample_row(row.raw, self.context))
 
     def _new_attempt(self, key: tuple[str, int], stream: SampleStream, attempt: int) -> None:
         watch = self.watches[key]
@@ -205,7 +216,8 @@ class TaskWatcher:
             polls_without_change=stream.polls_without_change,
             in_flight=[{"type": e.get("type"), "function": e.get("function"),
                         "since": e.get("timestamp")} for e in stream.in_flight.values()],
-            last_event=stream.last_event, row=row.raw if row else None,
+            last_event=stream.last_event,
+            sample_kind={"status": row.status} if row else {},
         )
         self._findings(self.watches[key].tick(now, status))
 

@@ -75,7 +75,8 @@ def flaky() -> Task:
     """A sample whose first generate fails once: with --retry-on-error it is retried."""
     return Task(
         dataset=[
-            sample("flaky", [{"raise": "transient provider failure", "times": 1,
+            sample("flaky", calls("whoami") + [{"raise": "transient provider failure", "times": 1,
+                                                "delay": 1.0,
                               "then": {"tool": "shell", "args": {"cmd": "ls"}}}]
                    + calls("cat a", "cat b") + [SUBMIT]),
             sample("steady", calls("pwd", "ls") + [SUBMIT]),

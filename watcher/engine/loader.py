@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,7 +60,9 @@ class RuleSet:
 
 def builtin_dir() -> Path:
     """The built-in pack (package ``watcher.rules``; ``rules/`` in this repo)."""
-    return Path(str(resources.files("watcher.rules")))
+    from watcher.resources import bundled_dir
+
+    return bundled_dir("rules")
 
 
 def user_rules_dir() -> Path:

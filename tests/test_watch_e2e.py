@@ -1,0 +1,142 @@
+"""``inspect-watch watch`` end to end: real evals, the real CLI, real logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watcher.runner import Selector
+from watcher.state import WatchState
+from watcher.watch import Watch, WatchConfig
+
+pytestmark = pytest.mark.e2e
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})},
+                          cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def findings(path: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [d for d in lines if d["kind"] == "finding"]
+
+
+def folded(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for d in records:
+        out[(d["rule"], d["sample_id"])] = d
+    return out
+
+
+def test_live_watch_finds_loops_and_matches_post_hoc(eval_runner: Any, tmp_path: Path) -> None:
+    proc = eval_runner("loops", tool_delay=0.3)
+    proc.discovery()
+    out = tmp_path / "live.jsonl"
+    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3")
+    assert live.returncode == 0, live.stderr
+    assert proc.wait() == 0
+    got = folded(findings(out))
+    rules_by_sample = {}
+    for rule, sample in got:
+        rules_by_sample.setdefault(sample, set()).add(rule)
+    assert "repeated-tool-call" in rules_by_sample.get("repeat", set())
+    assert "submit-loop" in rules_by_sample.get("submit-loop", set())
+    assert not {r for r in rules_by_sample.get("clean", set())
+                if got[(r, "clean")]["confidence"] != "low"}
+    rep = got[("repeated-tool-call", "repeat")]
+    assert rep["confidence"] == "high" and rep["count"] >= 3
+    assert rep["task"] == "loops" and rep["epoch"] == 1 and rep["attempt"] == 1
+    assert rep["schema"] == 1 and rep["evidence"]["event_uuids"]
+
+    # the same run read back from its log gives the same findings
+    post = tmp_path / "post.jsonl"
+    res = cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
+              "--output", str(post))
+    assert res.returncode == 0, res.stderr
+    post_got = folded(findings(post))
+    assert {k: (v["confidence"], v["count"]) for k, v in got.items()} == {
+        k: (v["confidence"], v["count"]) for k, v in post_got.items()}
+    assert {v["id"] for v in got.values()} == {v["id"] for v in post_got.values()}
+
+
+def test_retried_sample_is_labelled_with_its_attempt(eval_runner: Any) -> None:
+    from watcher.cli import load_engine
+
+    proc = eval_runner("flaky", "--retry-on-error", "2", tool_delay=0.5)
+    proc.discovery()
+    notices: list[Any] = []
+
+    class Sink:
+        def finding(self, f: Any) -> None: ...
+        def notice(self, n: Any) -> None: notices.append(n)
+        def status(self, s: Any) -> None: ...
+
+    engine = load_engine((), (), (), None)
+    watch = Watch(engine, WatchConfig(poll=0.2), WatchState(), [Sink()])
+    watch.run()
+    proc.wait()
+    tw = next(iter(next(iter(watch.runner.watchers.values())).tasks.values()))
+    flaky = tw.streams[("flaky", 1)]
+    assert flaky.attempt == 2
+    assert tw.streams[("steady", 1)].attempt == 1
+    assert any(n.kind == "attempt" and n.sample and n.sample.sample_id == "flaky"
+               and n.details.get("attempt") == 2 for n in notices)
+
+
+def test_state_restart_reports_nothing_twice_and_misses_nothing(eval_runner: Any,
+                                                                 tmp_path: Path) -> None:
+    proc = eval_runner("loops", tool_delay=0.4)
+    proc.discovery()
+    state = tmp_path / "w.state"
+    first = tmp_path / "first.jsonl"
+    # an agent's polling loop: --once calls while the eval runs
+    outputs = []
+    deadline = time.time() + 120
+    i = 0
+    while time.time() < deadline:
+        out = tmp_path / f"once{i}.jsonl"
+        res = cli("watch", "--once", "--state", str(state), "--format", "jsonl",
+                  "--output", str(out))
+        assert res.returncode == 0, res.stderr
+        outputs.append(out)
+        i += 1
+        if proc.proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    assert oct(state.stat().st_mode & 0o777) == "0o600"
+    # after the eval, read its log with the same state: only what was never reported
+    res = cli("watch", "--log-dir", str(proc.log_dir), "--once", "--state", str(state),
+              "--format", "jsonl", "--output", str(first))
+    assert res.returncode == 0, res.stderr
+    outputs.append(first)
+    records = [d for out in outputs if out.exists() for d in findings(out)]
+    snapshots = [(d["id"], d["confidence"], d["status"]) for d in records]
+    assert len(snapshots) == len(set(snapshots)), "a snapshot was reported twice"
+    # and nothing was missed: the union equals a fresh post-hoc read
+    fresh = tmp_path / "fresh.jsonl"
+    cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
+        "--output", str(fresh))
+    assert {d["id"] for d in findings(fresh)} == {d["id"] for d in records}
+    assert {"repeated-tool-call", "submit-loop"} <= {d["rule"] for d in records}
+
+
+def test_selector_watches_one_sample(eval_runner: Any, tmp_path: Path) -> None:
+    proc = eval_runner("loops", tool_delay=0.2)
+    proc.discovery()
+    out = tmp_path / "one.jsonl"
+    res = cli("watch", "loops", "repeat", "1", "--format", "jsonl", "--output", str(out),
+              "--poll", "0.3")
+    assert res.returncode == 0, res.stderr
+    got = findings(out)
+    assert got and {d["sample_id"] for d in got} == {"repeat"}
+    assert Selector("loops", "repeat", 1).sample_matches("repeat", 1)
