@@ -296,13 +296,22 @@ class SourceWatcher:
         log does not have is reported, never silently dropped.
         """
         self.gone = True
-        self.emit(Notice(kind="process_gone", at=time.time(),
-                         message=f"{self.label}: eval process is gone ({reason})"))
+        abandoned = 0
         for tw in self.tasks.values():
             if any(not s.done for s in tw.streams.values()) and tw.task.log_location:
                 self._drain_from_log(tw)
+            abandoned += sum(not s.done for s in tw.streams.values())
             tw.finalize_all("the eval process went away before the sample finished "
                             "and its log does not hold the rest")
+        if abandoned:
+            self.emit(Notice(kind="process_gone", at=time.time(),
+                             message=f"{self.label}: eval process is gone ({reason}); "
+                                     f"{abandoned} sample(s) could not be read to the end",
+                             details={"abandoned": abandoned}))
+        else:
+            self.emit(Notice(kind="process_exited", at=time.time(),
+                             message=f"{self.label}: eval process exited; every sample was "
+                                     "read to its end"))
 
     def _drain_from_log(self, tw: TaskWatcher) -> None:
         from watcher.sources.logs import LogSource
@@ -334,8 +343,6 @@ class SourceWatcher:
                     break
                 if stream.done:
                     break
-        self.emit(Notice(kind="log_fallback", at=time.time(),
-                         message=f"{self.label}: finished its samples from {location}"))
 
     def run(self, stop: threading.Event) -> None:
         """Poll until finished, gone or stopped."""
