@@ -120,8 +120,20 @@ def excerpt_of(e: Event) -> str:
 
 
 def key_text(value: Any) -> str:
+    """A comparable string for a key value; lists of strings avoid JSON (hot path)."""
     if isinstance(value, str):
         return value
+    if value.__class__ is list:
+        parts: list[str] = []
+        for x in value:
+            if x is None:
+                parts.append("\x00")
+            elif x.__class__ is str:
+                parts.append(x)
+            else:
+                break
+        else:
+            return "\x1f".join(parts)
     try:
         return json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
@@ -488,7 +500,9 @@ class RepeatState(RuleState):
         self.eps: dict[str, Episode] = {}  # plain repeats by key; self.ep holds a cycle
         self.recent: deque[str] = deque(
             maxlen=max(8, spec.cycles[0] * spec.cycles[1]) if spec.cycles else 8)
+        self.recent_entries: deque[_Entry] = deque(maxlen=self.recent.maxlen)
         self.cache_key = ("repeat-key", spec.key.source, spec.normalise)
+        self.result_cache_key = ("result-key", spec.result_key.source if spec.result_key else "")
 
     def _same(self, a: str, b: str) -> bool:
         if a == b:
@@ -503,6 +517,20 @@ class RepeatState(RuleState):
             raw = key_text(self.spec.key.get(e))
             hit = (raw, self.spec.normalise_key(raw) if self.spec.normalise else raw)
             cache[self.cache_key] = hit
+        return hit
+
+    def _remember(self, entry: _Entry) -> None:
+        assert entry.nkey is not None
+        self.recent.append(entry.nkey)
+        self.recent_entries.append(entry)
+
+    def _result_of(self, e: Event) -> str:
+        cache = self.watch.cache
+        ck = self.result_cache_key
+        hit = cache.get(ck)
+        if hit is None:
+            assert self.spec.result_key is not None
+            hit = cache[ck] = key_text(self.spec.result_key.get(e))
         return hit
 
     def _pop(self) -> None:
@@ -541,7 +569,7 @@ class RepeatState(RuleState):
                     out.append(self._end_plain(k, ts))
             return out
         raw, nkey = self._key_of(e)
-        result = key_text(spec.result_key.get(e)) if spec.result_key is not None else None
+        result = self._result_of(e) if spec.result_key is not None else None
         entry = _Entry(ts, nkey, raw, result, e)
         self.win.append(entry)
         self.counts[nkey] += 1
@@ -549,7 +577,7 @@ class RepeatState(RuleState):
         if cyc is not None:
             period = cyc.data["period"]
             if len(self.recent) >= period and self._same(nkey, self.recent[-period]):
-                self.recent.append(nkey)
+                self._remember(entry)
                 self._grow(cyc, entry)
                 return self.update(cyc)
             out.append(self.end(ts))
@@ -560,7 +588,7 @@ class RepeatState(RuleState):
         for k, ep in list(self.eps.items()):
             if ep is not target and (spec.consecutive or self._count(k) < spec.count):
                 out.append(self._end_plain(k, ts))
-        self.recent.append(nkey)
+        self._remember(entry)
         if target is None:
             out += self._try_open(entry, ts)
         return out
@@ -594,17 +622,20 @@ class RepeatState(RuleState):
                                     nkey, ts, period)]
         if spec.cycles is not None:
             max_p, reps = spec.cycles
-            rec = list(self.recent)
+            rec = self.recent
+            size = len(rec)
+            same = self._same
             for p in range(2, max_p + 1):
                 n = p * reps
-                if len(rec) < n:
+                if size < n:
                     break
-                tail = rec[-n:]
-                if len(set(tail[:p])) > 1 and all(
-                    self._same(tail[i], tail[i - p]) for i in range(p, n)
-                ):
-                    matched = [x for x in self.win if x.nkey is not None][-n:]
-                    return [self._open_with(matched, nkey, ts, p)]
+                if rec[size - 1] != rec[size - 1 - p] and not same(rec[size - 1],
+                                                                   rec[size - 1 - p]):
+                    continue
+                if not all(same(rec[size - i], rec[size - i - p]) for i in range(2, n - p + 1)):
+                    continue
+                if len({rec[size - n + i] for i in range(p)}) > 1:
+                    return [self._open_with(list(self.recent_entries)[-n:], nkey, ts, p)]
         return []
 
     def _since(self, first: _Entry) -> list[_Entry]:
@@ -676,7 +707,7 @@ class RepeatState(RuleState):
 
 
 def _short(text: str, width: int = EXCERPT_WIDTH) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text.replace("\x1f", " ").replace("\x00", "").split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -1073,7 +1104,8 @@ class IdleState(RuleState):
             since = float(since) if isinstance(since, int | float) else now
         else:
             kind = "none"
-            since = status.last_change_at or status.last_event_at or now
+            since = next((t for t in (status.last_change_at, status.last_event_at)
+                          if t is not None), now)
         idle = now - since
         threshold = spec.functions.get(str(function)) if function else None
         if threshold is None:

@@ -180,19 +180,25 @@ class SampleWatch:
         if event.get("pending"):
             return []
         ts = event.get("timestamp")
-        if isinstance(ts, int | float):
-            ts = float(ts)
+        if ts.__class__ is float or isinstance(ts, int | float):
+            ts = float(ts)  # type: ignore[arg-type]
             if ts > self.last_ts:
                 self.last_ts = ts
         else:
             ts = self.last_ts
-        self.cache = {}
+        if self.cache:
+            self.cache = {}
         out: list[Finding] = []
         for s in self.idle:
             if s.ep is not None:
                 out += s.activity(ts)
+        targets = self._table.get(event.get("type"))  # type: ignore[arg-type]
+        if targets is None:
+            targets = self._targets(str(event.get("type")))
+        if not targets:
+            return out
         sv = self.sample_view
-        for pred, feed, excs, _state in self._targets(str(event.get("type"))):
+        for pred, feed, excs, _state in targets:
             matched = pred(event)
             if matched and excs:
                 matched = not any(x.matches(event, sv) for x in excs)

@@ -1,0 +1,385 @@
+"""Per-detector behaviour: each with cases that must fire and cases that must not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.engine.util import REF, episodes, load_text, model, run, tool
+from watcher.engine import Engine, RunContext, SampleStatus, materialise
+
+# --------------------------------------------------------------------------- match
+
+MATCH = """
+id: rm-root
+title: rm -rf /
+category: shortcut
+severity: critical
+events: [tool]
+needs: content
+type: tool
+field: arguments
+regex: 'rm\\s+-rf\\s+/'
+detect: {match: {gap: {events: 3}}}
+confidence: high
+message: "{tool}: {excerpt}"
+"""
+
+
+def test_match_fires_and_folds_into_one_episode(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, MATCH)
+    found = run(rules, [tool(arguments={"cmd": "rm -rf /"}), tool(arguments={"cmd": "ls"}),
+                        tool(arguments={"cmd": "rm  -rf /tmp"})])
+    eps = episodes(found)
+    assert len(eps) == 1
+    assert eps[0].count == 2 and eps[0].status == "ended"
+    assert eps[0].summary.startswith("bash: bash(")
+    assert [f.status for f in found] == ["open", "ended"]  # the second hit is silent
+
+
+def test_match_gap_starts_new_episode(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, MATCH)
+    items = [tool(arguments={"cmd": "rm -rf /"})] + [tool(arguments={"cmd": "ls"})] * 4 + [
+        tool(arguments={"cmd": "rm -rf /x"})]
+    eps = episodes(run(rules, items))
+    assert [e.episode for e in eps] == [1, 2]
+
+
+def test_match_does_not_fire_on_other_text(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, MATCH)
+    assert run(rules, [tool(arguments={"cmd": "rm -r build"}), model("rm -rf /")]) == []
+
+
+# --------------------------------------------------------------------------- repeat
+
+REPEAT = """
+id: rep
+title: repeat
+category: repeated_tool_call
+severity: warning
+events: [tool]
+needs: content
+detect:
+  repeat:
+    key: "[function, arguments]"
+    result_key: "[result, error]"
+    count: 3
+    window: {{events: 6}}
+    {extra}
+confidence_when:
+  - when: {{exact: true, results_identical: true}}
+    raise: high
+    reason: identical
+"""
+
+
+def rep(tmp_path: Path, extra: str = "") -> object:
+    return load_text(tmp_path, REPEAT.format(extra=extra))
+
+
+def test_repeat_exact_identical_results_is_high(tmp_path: Path) -> None:
+    found = run(rep(tmp_path), [tool(arguments="ls", result="x")] * 3)
+    (ep,) = episodes(found)
+    assert ep.confidence == "high" and ep.count == 3
+    assert ep.evidence.facts["results_identical"] is True
+    assert ep.score > 0.75
+
+
+def test_repeat_changed_results_is_medium(tmp_path: Path) -> None:
+    found = run(rep(tmp_path), [tool(arguments="ls", result=str(i)) for i in range(3)])
+    (ep,) = episodes(found)
+    assert ep.confidence == "medium"
+    assert ep.evidence.facts["results_changed"] is True
+    assert ep.evidence.facts["distinct_results"] == 3
+
+
+def test_repeat_below_count_or_outside_window(tmp_path: Path) -> None:
+    rules = rep(tmp_path)
+    assert run(rules, [tool(arguments="ls")] * 2) == []
+    spread = [tool(arguments="ls")] + [tool(arguments=f"c{i}") for i in range(5)] + [
+        tool(arguments="ls")] + [tool(arguments=f"d{i}") for i in range(5)] + [
+        tool(arguments="ls")]
+    assert run(rules, spread) == []
+
+
+def test_repeat_episode_ends_when_window_thins(tmp_path: Path) -> None:
+    items = [tool(arguments="ls")] * 3 + [tool(arguments=f"c{i}") for i in range(5)]
+    found = run(rules := rep(tmp_path), items, finalize=False)
+    assert [f.status for f in found] == ["open", "ended"]
+    # the end came from the window, not from finalize
+    watch = Engine(rules).open_sample(REF)
+    out = []
+    for i, it in enumerate(items):
+        out += watch.feed(materialise(i, it))
+    assert out[-1].status == "ended"
+
+
+def test_repeat_two_keys_are_two_episodes(tmp_path: Path) -> None:
+    items = [tool(arguments="a"), tool(arguments="b")] * 1 + [
+        tool(arguments="a"), tool(arguments="a"), tool(arguments="b"), tool(arguments="b")]
+    eps = episodes(run(rep(tmp_path), items))
+    assert len(eps) == 2
+    assert {e.evidence.facts["key"] for e in eps} == {"bash a", "bash b"}
+
+
+def test_repeat_similarity_and_normalisation(tmp_path: Path) -> None:
+    exact = rep(tmp_path)
+    near = [tool(arguments=f"cat /tmp/run{i}/out.txt") for i in range(3)]
+    assert run(exact, near) == []
+    fuzzy = load_text(tmp_path, REPEAT.format(extra="similarity: 90"), name="f.yaml")
+    (ep,) = episodes(run(fuzzy, near))
+    assert ep.evidence.facts["exact"] is False and ep.confidence == "medium"
+    normed = load_text(tmp_path, REPEAT.format(extra="normalise: [numbers]"), name="n.yaml")
+    assert len(episodes(run(normed, near))) == 1
+
+
+def test_repeat_consecutive_breaks_on_other_call(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, REPEAT.format(extra="consecutive: true"))
+    assert run(rules, [tool(arguments="a"), tool(arguments="a"), tool(arguments="b"),
+                       tool(arguments="a")]) == []
+    found = run(rules, [tool(arguments="a")] * 3 + [tool(arguments="b")], finalize=False)
+    assert [f.status for f in found] == ["open", "ended"]
+
+
+def test_repeat_cycles(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, REPEAT.format(extra="cycles: {max_period: 3, min_repeats: 3}")
+                      .replace("count: 3", "count: 4").replace("events: 6", "events: 7"))
+    abc = [tool(arguments=x) for x in "abcabcabc"]
+    (ep,) = episodes(run(rules, abc))
+    assert ep.evidence.facts["cycle"] is True and ep.evidence.facts["period"] == 3
+    assert ep.count == 9
+    broken = [tool(arguments=x) for x in "abcabdabe"]
+    assert run(rules, broken) == []
+
+
+def test_repeat_alternation_is_labelled_as_cycle(tmp_path: Path) -> None:
+    (ep,) = episodes(run(rep(tmp_path), [tool(arguments=x) for x in "ababab"]))
+    assert ep.evidence.facts["period"] == 2 and ep.count == 6
+
+
+# --------------------------------------------------------------------------- threshold
+
+THRESH = """
+id: errs
+title: errors
+category: error_storm
+severity: warning
+events: [tool, error]
+needs: metadata
+macro: is_failure
+detect:
+  threshold:
+    count: 3
+    window: {window}
+    {extra}
+"""
+
+
+def test_threshold_events_window(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, THRESH.format(window="{events: 5}", extra=""))
+    bad = tool(error="boom")
+    ok = tool()
+    (ep,) = episodes(run(rules, [bad, ok, bad, ok, bad]))
+    assert ep.count == 3 and ep.evidence.facts["window_count"] == 3
+    assert run(rules, [bad, ok, ok, bad, ok, ok, bad]) == []
+
+
+def test_threshold_counts_error_events(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, THRESH.format(window="{events: 5}", extra=""))
+    items = [{"type": "error", "error": "x"}, tool(error="e"), {"type": "error", "error": "y"}]
+    assert len(episodes(run(rules, items))) == 1
+
+
+def test_threshold_seconds_window(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, THRESH.format(window="{seconds: 10}", extra=""))
+    slow = [dict(tool(error="x"), timestamp=100.0 + 20 * i) for i in range(4)]
+    assert run(rules, slow) == []
+    fast = [dict(tool(error="x"), timestamp=100.0 + i) for i in range(3)]
+    assert len(episodes(run(rules, fast))) == 1
+
+
+def test_threshold_reset(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, THRESH.format(
+        window="{events: 10}", extra="reset: {type: tool, where: \"function == 'fix'\"}"))
+    bad = tool(error="boom")
+    assert run(rules, [bad, bad, tool("fix"), bad, bad]) == []
+    assert len(episodes(run(rules, [bad, bad, bad]))) == 1
+
+
+# --------------------------------------------------------------------------- sequence
+
+SEQ = """
+id: edit-tests
+title: edits tests then passes
+category: shortcut
+severity: warning
+events: [tool]
+needs: content
+detect:
+  sequence:
+    steps:
+      - {type: tool, field: arguments, contains: pytest}
+      - {type: tool, field: arguments, any_of: {list: test_files}}
+      - {type: tool, field: result, regex: '\\bpassed\\b'}
+    within: {events: 5}
+    unless: {type: tool, where: "function == 'reset'"}
+---
+lists:
+  test_files: [tests/, conftest.py]
+"""
+
+
+def test_sequence_in_order(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, SEQ)
+    items = [tool(arguments="pytest -q", result="1 failed"),
+             tool(arguments="sed -i s/x/y/ tests/test_a.py"),
+             tool(arguments="pytest -q", result="3 passed")]
+    (ep,) = episodes(run(rules, items))
+    assert ep.count == 1 and ep.evidence.facts["steps"] == 3
+    assert len(ep.evidence.event_uuids) == 3
+
+
+def test_sequence_wrong_order_window_or_unless(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, SEQ)
+    edit = tool(arguments="vim tests/x.py")
+    assert run(rules, [edit, tool(arguments="pytest", result="2 passed")]) == []
+    far = [tool(arguments="pytest"), edit] + [tool(arguments="ls")] * 4 + [
+        tool(arguments="pytest", result="passed")]
+    assert run(rules, far) == []
+    assert run(rules, [tool(arguments="pytest"), edit, tool("reset"),
+                       tool(arguments="pytest", result="passed")]) == []
+
+
+# --------------------------------------------------------------------------- absence
+
+ABSENT = """
+id: no-submit
+title: text turn not followed by submit
+category: submit_loop
+severity: info
+events: [model, tool]
+needs: metadata
+detect:
+  absence:
+    trigger: {{macro: is_text_turn}}
+    expect: {{macro: is_submit_call}}
+    within: {within}
+    at_end: {at_end}
+"""
+
+
+def test_absence_by_events(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, ABSENT.format(within="{events: 2}", at_end="false"))
+    items = [model("done"), model("", "tool_calls"), tool("bash")]
+    (ep,) = episodes(run(rules, items))
+    assert ep.evidence.facts["waited_events"] == 2
+    assert run(rules, [model("done"), tool("submit"), model("x", "tool_calls")]) == []
+
+
+def test_absence_by_seconds_via_tick(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, ABSENT.format(within="{seconds: 30}", at_end="false"))
+    watch = Engine(rules).open_sample(REF)
+    assert watch.feed(materialise(0, dict(model("done"), timestamp=100.0))) == []
+    assert watch.tick(120.0, SampleStatus()) == []
+    (f,) = watch.tick(140.0, SampleStatus())
+    assert f.status == "open" and f.evidence.facts["waited_seconds"] == 40.0
+
+
+def test_absence_at_end(tmp_path: Path) -> None:
+    quiet = load_text(tmp_path, ABSENT.format(within="{events: 5}", at_end="false"))
+    assert run(quiet, [model("done")]) == []
+    loud = load_text(tmp_path, ABSENT.format(within="{events: 5}", at_end="true"), "b.yaml")
+    (ep,) = episodes(run(loud, [model("done")]))
+    assert ep.evidence.facts["at_end"] is True
+
+
+# --------------------------------------------------------------------------- idle
+
+IDLE = """
+id: stall
+title: stalled
+category: stall
+severity: warning
+detect:
+  idle:
+    thresholds: {model: 300, tool: 120, none: 60}
+    functions: {long_job: 1000}
+confidence_when:
+  - when: {idle_seconds: {gte: 600}}
+    raise: high
+    reason: long
+"""
+
+
+def test_idle_needs_corroboration_and_threshold(tmp_path: Path) -> None:
+    watch = Engine(load_text(tmp_path, IDLE)).open_sample(REF)
+    busy = [{"type": "tool", "function": "bash", "since": 1000.0}]
+    assert watch.tick(1200.0, SampleStatus(in_flight=busy, polls_without_change=1)) == []
+    assert watch.tick(1100.0, SampleStatus(in_flight=busy, polls_without_change=5)) == []
+    (f,) = watch.tick(1200.0, SampleStatus(in_flight=busy, polls_without_change=2))
+    assert f.status == "open" and f.evidence.facts["kind"] == "tool"
+    assert f.confidence == "medium"
+    assert watch.tick(1250.0, SampleStatus(in_flight=busy, polls_without_change=3)) == []
+    (g,) = watch.tick(1700.0, SampleStatus(in_flight=busy, polls_without_change=9))
+    assert g.status == "escalated" and g.confidence == "high" and g.id == f.id
+    (h,) = watch.feed(materialise(0, dict(tool(), timestamp=1701.0)))
+    assert h.status == "ended"
+
+
+def test_idle_per_function_and_none_kind(tmp_path: Path) -> None:
+    watch = Engine(load_text(tmp_path, IDLE)).open_sample(REF)
+    job = [{"type": "tool", "function": "long_job", "since": 0.0}]
+    assert watch.tick(900.0, SampleStatus(in_flight=job, polls_without_change=4)) == []
+    (f,) = watch.tick(90.0, SampleStatus(last_change_at=0.0, polls_without_change=3))
+    assert f.evidence.facts["kind"] == "none"
+
+
+# --------------------------------------------------------------------------- sample
+
+SAMPLE = """
+id: retries
+title: retries exhausted
+category: retry_exhausted
+severity: critical
+detect:
+  sample:
+    row:
+      where: "status == 'error' && retries >= `2`"
+confidence: medium
+confidence_when:
+  - when: {task_wide: true}
+    raise: high
+    reason: the same error hit other samples, so it is the environment
+message: "{retries} retries; last error: {error}"
+---
+id: token-outlier
+title: token outlier
+category: limit
+severity: info
+detect:
+  sample:
+    outlier: {field: total_tokens, factor: 3, min_samples: 3}
+"""
+
+
+def test_sample_rows(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, SAMPLE)
+    watch = Engine(rules).open_sample(REF)
+    assert watch.sample_row({"status": "running", "retries": 0}) == []
+    ctx = RunContext.from_rows([{"error": "sandbox 12 died", "status": "error"},
+                                {"error": "sandbox 13 died", "status": "error"},
+                                {"error": "sandbox 14 died", "status": "error"}])
+    (f,) = watch.sample_row({"status": "error", "retries": 2, "error": "sandbox 9 died"},
+                            ctx, now=5.0)
+    assert f.rule == "retries" and f.confidence == "high"
+    assert f.summary == "2 retries; last error: sandbox 9 died"
+    # same row again: deduplicated
+    assert watch.sample_row({"status": "error", "retries": 2, "error": "x"}, ctx) == []
+
+
+def test_sample_outlier(tmp_path: Path) -> None:
+    watch = Engine(load_text(tmp_path, SAMPLE)).open_sample(REF)
+    ctx = RunContext.from_rows([{"total_tokens": t, "status": "completed"}
+                                for t in (100, 120, 110, 90)])
+    assert watch.sample_row({"status": "running", "total_tokens": 200}, ctx) == []
+    (f,) = watch.sample_row({"status": "running", "total_tokens": 500}, ctx)
+    assert f.rule == "token-outlier" and f.evidence.facts["outlier_ratio"] > 3
