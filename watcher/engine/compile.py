@@ -322,13 +322,16 @@ def _danger(items: Any, in_repeat: bool) -> str | None:
                 return found
         elif op == _sre_c.BRANCH:
             branches = [list(b) for b in av[1]]
+            if in_repeat and any(not b for b in branches):
+                return ("an optional alternative inside a quantifier (like (a|aa)+, which "
+                        "Python reads as (a(|a))+)")
             if in_repeat:
                 firsts = [_first_chars(b) for b in branches]
                 for i in range(len(firsts)):
                     for j in range(i + 1, len(firsts)):
                         if firsts[i] & firsts[j]:
                             return ("alternatives that can match the same text inside a "
-                                    "quantifier (like (a|ab)+ or (\\w|\\d)+)")
+                                    "quantifier (like (a|ab)+)")
             for b in branches:
                 found = _danger(b, in_repeat)
                 if found:

@@ -288,7 +288,7 @@ def _parse_tests(value: Any, ctx: Ctx, path: Path_, rule_file: str) -> tuple[dic
             target = Path(rule_file).parent / f
             if not target.is_file():
                 ctx.error(BadTestError, p + ("file",), f"test file {f!r} not found",
-                          f"paths are relative to {Path(rule_file).parent}")
+                          "paths are relative to the rule file's directory")
                 continue
         exp = case["expect"]
         if not ctx.expect(exp, list, p + ("expect",), "expect"):

@@ -24,6 +24,8 @@ from watcher.engine.errors import (
 Path_ = tuple[Any, ...]
 MAX_FILE_BYTES = 1_000_000
 MAX_NODES = 200_000
+SAFE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in (
+    "str", "int", "float", "bool", "null", "seq", "map", "timestamp", "merge"))
 
 
 class RuleYamlLoader(yaml.SafeLoader):
@@ -75,6 +77,12 @@ def _build(
     if budget.nodes > MAX_NODES:
         raise _TooLarge()
     doc.vloc[path] = _mark(node)
+    if node.tag not in SAFE_TAGS:
+        _err(errors, UnsafeYamlError, doc, node, f"YAML tag {node.tag!r} is not allowed",
+             "rule files are plain data: strings, numbers, booleans, lists, mappings")
+        return None
+    if node.tag == "tag:yaml.org,2002:timestamp":
+        return str(node.value)  # a date-looking scalar stays text
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
