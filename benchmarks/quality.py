@@ -62,15 +62,25 @@ class SampleResult:
 
 
 def run_quality_eval(log_dir: str, samples: list[str] | None = None,
-                     task: str | None = None) -> None:
-    """``inspect eval`` the quality tasks with the scripted model into ``log_dir``."""
+                     task: str | None = None, env: dict[str, str] | None = None) -> None:
+    """``inspect eval`` the quality tasks with the scripted model into ``log_dir``.
+
+    The run gets a private ``XDG_DATA_HOME`` unless ``env`` sets one, so its control
+    discovery file does not show up in live watchers on the same machine.
+    """
     target = str(EVAL_FILE) + (f"@{task}" if task else "")
     cmd = ["inspect", "eval", target, "--model", "scripted/q", "--log-dir", log_dir,
            "--display", "none", "--max-samples", "8", "--no-fail-on-error"]
-    if samples:
-        cmd += ["--sample-id", ",".join(samples)]
-    env = dict(os.environ, INSPECT_LOG_FORMAT="eval")
-    subprocess.run(cmd, check=True, env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL)
+    if samples:  # the quality task filters its scenarios itself
+        cmd += ["-T", "only=" + ",".join(samples)]
+    xdg = tempfile.mkdtemp(prefix="quality-xdg-")
+    full = dict(os.environ, INSPECT_LOG_FORMAT="eval", XDG_DATA_HOME=xdg)
+    full.update(env or {})
+    try:
+        subprocess.run(cmd, check=True, env=full, cwd=str(ROOT), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    finally:
+        shutil.rmtree(xdg, ignore_errors=True)
 
 
 def scan(log_dirs: list[str], engine: Engine | None = None) -> dict[tuple[str, str], SampleResult]:
