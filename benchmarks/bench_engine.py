@@ -1,0 +1,156 @@
+"""Engine throughput and per-sample memory with the full built-in rule pack.
+
+    python benchmarks/bench_engine.py [--events 100000] [--profile]
+
+Generates a synthetic recorded stream of realistic raw events (model turns, tool
+calls with 100-2000 character arguments, some repeats, some text-only turns),
+normalises them at the engine's tier (as the stream does), then feeds them to
+``SampleWatch.feed`` on one core, 2,000 events per sample. Reports events/s for
+the feed alone and for normalise+feed, and the traced memory a SampleWatch holds
+after 1,000 and 10,000 events (tracemalloc around the watch: its rule state must
+not grow with transcript length). ``--profile`` prints the top cProfile entries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import os
+import pstats
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import banner, synthetic_events  # noqa: E402
+
+from watcher.engine import Engine, load_rules  # noqa: E402
+from watcher.events import normalise  # noqa: E402
+from watcher.findings import SampleRef  # noqa: E402
+
+PER_SAMPLE = 2000
+
+
+def ref(i: int) -> SampleRef:
+    return SampleRef(task="bench", task_id="t", eval_id="e", model="scripted/test",
+                     sample_id=f"s{i}", epoch=1, attempt=1)
+
+
+def feed_all(engine: Engine, events: list[dict], per_sample: int = PER_SAMPLE) -> int:
+    found = 0
+    for start in range(0, len(events), per_sample):
+        watch = engine.open_sample(ref(start))
+        for ev in events[start:start + per_sample]:
+            found += len(watch.feed(ev))
+        found += len(watch.finalize())
+    return found
+
+
+def state_bytes(engine: Engine, events: list[dict], n: int) -> tuple[int, int]:
+    """(bytes held by a SampleWatch after ``n`` events, its peak while feeding)."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.take_snapshot()
+    watch = engine.open_sample(ref(n))
+    for ev in events[:n]:
+        watch.feed(ev)
+    watch.cache = {}  # per-event scratch, cleared on the next feed anyway
+    gc.collect()
+    snap = tracemalloc.take_snapshot()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    held = sum(s.size_diff for s in snap.compare_to(base, "filename"))
+    del watch
+    return held, peak
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--profile", action="store_true", help="print cProfile hotspots")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs (best is reported)")
+    args = ap.parse_args()
+    banner("bench_engine")
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+        print("pinned to one core")
+    engine = Engine(load_rules(builtin=True, user_dir=False))
+    print(f"rules: {len(engine.rules)} ({', '.join(r.id for r in engine.rules)}); "
+          f"tier: {engine.tier}")
+
+    t0 = time.perf_counter()
+    raw = synthetic_events(args.events)
+    t1 = time.perf_counter()
+    sizes = [len(str(e.get("arguments", ""))) for e in raw if e["event"] == "tool"]
+    print(f"generated {len(raw):,} raw events in {t1 - t0:.1f}s; tool args "
+          f"{min(sizes)}-{max(sizes)} chars (mean {sum(sizes) / len(sizes):.0f})")
+
+    t0 = time.perf_counter()
+    events = [normalise(e, engine.tier) for e in raw]
+    t_norm = time.perf_counter() - t0
+    wanted = engine.event_types
+    if wanted is not None:
+        events = [e for e in events if e["type"] in wanted]
+
+    best = float("inf")
+    found = 0
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        found = feed_all(engine, events)
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        best = min(best, wall)
+        print(f"  run: {wall:.2f}s wall, {cpu:.2f}s cpu")
+    print(f"findings emitted (new/updated/ended snapshots): {found:,}")
+    print(f"feed only:        {len(events) / best:>10,.0f} events/s (best of {args.repeat})")
+    print(f"normalise:        {len(raw) / t_norm:>10,.0f} events/s")
+    total = best + t_norm
+    print(f"normalise + feed: {len(raw) / total:>10,.0f} events/s")
+
+    print("rule state per sample (tracemalloc, after N events on one SampleWatch):")
+    for n in (0, 1_000, 10_000, min(50_000, len(events))):
+        held, peak = state_bytes(engine, events, n)
+        print(f"  {n:>7,} events: {held / 1024:8.1f} KB held   (peak while feeding "
+              f"{peak / 1024:8.1f} KB)")
+
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        feed_all(engine, events[:30_000])
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(20)
+        print(buf.getvalue())
+        per_rule(engine, events[:30_000])
+
+
+def per_rule(engine: Engine, events: list[dict]) -> None:
+    """Seconds each rule's predicate and detector take over ``events`` (one sample each
+    2,000 events), measured by timing every (predicate, feed) call separately."""
+    cost: dict[str, float] = {}
+    clock = time.perf_counter
+    for start in range(0, len(events), PER_SAMPLE):
+        watch = engine.open_sample(ref(start))
+        for ev in events[start:start + PER_SAMPLE]:
+            watch.cache = {}
+            ts = float(ev.get("timestamp") or 0.0)
+            for rule in engine.by_type.get(ev["type"], []) + engine.any_type:
+                state = watch.states[rule.id]
+                t0 = clock()
+                matched = rule.predicate(ev)
+                state.feed(ev, ts, matched)
+                cost[rule.id] = cost.get(rule.id, 0.0) + clock() - t0
+    total = sum(cost.values())
+    print(f"per-rule cost over {len(events):,} events (predicate + detector feed):")
+    for rid, sec in sorted(cost.items(), key=lambda kv: -kv[1]):
+        print(f"  {rid:<28} {sec:6.2f}s  {100 * sec / total:5.1f}%  "
+              f"{len(events) / sec:>10,.0f} events/s alone")
+
+
+if __name__ == "__main__":
+    main()
