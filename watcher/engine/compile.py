@@ -126,6 +126,16 @@ def _jp_equals(x: Any, y: Any) -> bool:
     return bool(x == y)
 
 
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b, "gte": lambda a, b: a >= b,
+}
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
 def _fast(ast: dict[str, Any]) -> Getter | None:
     """A plain-Python equivalent of a simple JMESPath AST, or ``None``."""
     kind = ast["type"]
@@ -163,6 +173,19 @@ def _fast(ast: dict[str, Any]) -> Getter | None:
         if ast["value"] == "eq":
             return lambda d: _jp_equals(left(d), right(d))
         return lambda d: not _jp_equals(left(d), right(d))
+    if kind == "comparator" and ast["value"] in _ORDER:
+        left, right = _fast(kids[0]), _fast(kids[1])
+        if left is None or right is None:
+            return None
+        op = _ORDER[ast["value"]]
+
+        def order(d: Any) -> Any:
+            a, b = left(d), right(d)
+            if _is_num(a) and _is_num(b) or (isinstance(a, str) and isinstance(b, str)):
+                return op(a, b)
+            return None
+
+        return order
     if kind in ("and_expression", "or_expression"):
         left, right = _fast(kids[0]), _fast(kids[1])
         if left is None or right is None:
@@ -659,12 +682,9 @@ class PredicateCompiler:
                         ok = False
                     else:
                         compiled.append(c)
-                if len(compiled) == 1:
-                    search = compiled[0].search
+                if ok:
+                    search = _combine(compiled, re.IGNORECASE if icase else 0)
                     tests.append(lambda t, s=search: s(t) is not None)  # type: ignore[misc]
-                else:
-                    rxs = tuple(c.search for c in compiled)
-                    tests.append(lambda t, r=rxs: any(s(t) is not None for s in r))  # type: ignore[misc]
         for key in ("contains", "any_of", "all_of", "equals"):
             if key not in spec:
                 continue
@@ -673,7 +693,10 @@ class PredicateCompiler:
                 ok = False
                 continue
             ns = tuple(prep(n) for n in needles)
-            if key == "equals":
+            if key in ("any_of", "contains") and len(ns) > 3:  # one C-level scan
+                rx = re.compile("|".join(re.escape(n) for n in ns))
+                tests.append(lambda t, s=rx.search: s(t) is not None)  # type: ignore[misc]
+            elif key == "equals":
                 nset = frozenset(ns)
                 tests.append(lambda t, n=nset: t in n)  # type: ignore[misc]
             elif key == "all_of" or (key == "contains" and len(ns) > 1):
@@ -683,15 +706,43 @@ class PredicateCompiler:
         if not ok:
             return None
 
+        ckey = (cp.source, icase, nws)
+        first = tests[0] if len(tests) == 1 else None
+
         def text_pred(e: dict[str, Any]) -> bool:
-            v = get(e)
-            if v is None:
+            cur = _TEXT_CACHE[0]
+            if cur[0] is not e:  # one (event, texts) pair: rules share the prepared text
+                cur = (e, {})
+                _TEXT_CACHE[0] = cur
+            t = cur[1].get(ckey)
+            if t is None:
+                v = get(e)
+                t = "" if v is None else prep(bound_text(v if isinstance(v, str)
+                                                         else _to_text(v)))
+                cur[1][ckey] = t
+            if not t:
                 return False
-            t = v if isinstance(v, str) else _to_text(v)
-            t = prep(bound_text(t))
+            if first is not None:
+                return first(t)
             return all(test(t) for test in tests)
 
         return text_pred
+
+
+# The last event's prepared texts, keyed by (field, ignore_case, normalize_whitespace).
+# Replaced as a whole tuple, so a reader always sees texts of the event it holds.
+_TEXT_CACHE: list[tuple[Any, dict[tuple[str, bool, bool], str]]] = [(None, {})]
+
+
+def _combine(compiled: list[re.Pattern[str]], flags: int) -> Callable[[str], Any]:
+    """One search for a list of regexes (an alternation), when they combine cleanly."""
+    if len(compiled) == 1:
+        return compiled[0].search
+    try:
+        return re.compile("|".join(f"(?:{c.pattern})" for c in compiled), flags).search
+    except re.error:  # e.g. duplicate group names: fall back to one search each
+        searches = tuple(c.search for c in compiled)
+        return lambda t: next((m for m in (s(t) for s in searches) if m is not None), None)
 
 
 def _to_text(v: Any) -> str:

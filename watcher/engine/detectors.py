@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, process
 
 from watcher.engine.compile import CompiledPath, Ctx, PredicateCompiler, compile_path
 from watcher.engine.errors import BadDetectorParamsError
@@ -360,6 +360,8 @@ class EpisodicState(RuleState):
     def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
         if matched:
             return self.hit(e, ts)
+        if self.ep is None:  # nothing open: no gap to measure
+            return []
         self.since_hit += 1
         return self.gap_check(ts)
 
@@ -541,9 +543,13 @@ class RepeatState(RuleState):
                 del self.counts[old.nkey]
 
     def _count(self, nkey: str) -> int:
-        if self.spec.similarity is None:
-            return self.counts.get(nkey, 0)
-        return sum(1 for x in self.win if x.nkey is not None and self._same(nkey, x.nkey))
+        exact = self.counts.get(nkey, 0)
+        sim = self.spec.similarity
+        if sim is None or exact >= self.spec.count:
+            return exact
+        keys = [x.nkey for x in self.win if x.nkey is not None]
+        return len(process.extract(nkey, keys, scorer=fuzz.ratio, score_cutoff=sim,
+                                   limit=None))
 
     def _find(self, nkey: str) -> Episode | None:
         ep = self.eps.get(nkey)
@@ -554,25 +560,49 @@ class RepeatState(RuleState):
     def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
         spec = self.spec
         out: list[Finding] = []
+        win = self.win
         sec = spec.window.seconds
         if sec is not None:
-            while self.win and ts - self.win[0].ts > sec:
+            while win and ts - win[0].ts > sec:
                 self._pop()
-        if len(self.win) >= self.cap:
-            self._pop()
+        if len(win) >= self.cap:
+            old = win.popleft()
+            if old.nkey is not None:
+                c = self.counts
+                if c[old.nkey] <= 1:
+                    del c[old.nkey]
+                else:
+                    c[old.nkey] -= 1
         if not matched:
-            self.win.append(_Entry(ts, None, None, None, None))
+            win.append(_Entry(ts, None, None, None, None))
             if self.ep is not None:  # a cycle is broken by any other event
                 out.append(self.end(ts))
             for k in list(self.eps):
                 if spec.consecutive or self._count(k) < spec.count:
                     out.append(self._end_plain(k, ts))
             return out
-        raw, nkey = self._key_of(e)
-        result = self._result_of(e) if spec.result_key is not None else None
+        cache = self.watch.cache
+        hit = cache.get(self.cache_key)
+        if hit is None:
+            raw = key_text(spec.key.get(e))
+            hit = cache[self.cache_key] = (
+                raw, spec.normalise_key(raw) if spec.normalise else raw)
+        raw, nkey = hit
+        result = None
+        if spec.result_key is not None:
+            result = cache.get(self.result_cache_key)
+            if result is None:
+                result = cache[self.result_cache_key] = key_text(spec.result_key.get(e))
         entry = _Entry(ts, nkey, raw, result, e)
-        self.win.append(entry)
-        self.counts[nkey] += 1
+        win.append(entry)
+        self.counts[nkey] = self.counts.get(nkey, 0) + 1
+        if self.ep is None and not self.eps:  # the common case: nothing open
+            self.recent.append(nkey)
+            self.recent_entries.append(entry)
+            if self.counts[nkey] < spec.count and spec.similarity is None and (
+                    spec.cycles is None or len(self.recent) < 2 * 2):
+                return out
+            return self._try_open(entry, ts)
         cyc = self.ep
         if cyc is not None:
             period = cyc.data["period"]
