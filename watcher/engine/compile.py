@@ -693,7 +693,7 @@ class PredicateCompiler:
                 ok = False
                 continue
             ns = tuple(prep(n) for n in needles)
-            if key in ("any_of", "contains") and len(ns) > 3:  # one C-level scan
+            if key == "any_of" and len(ns) > 3:  # one C-level scan
                 rx = re.compile("|".join(re.escape(n) for n in ns))
                 tests.append(lambda t, s=rx.search: s(t) is not None)  # type: ignore[misc]
             elif key == "equals":
