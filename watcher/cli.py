@@ -69,7 +69,11 @@ def _sinks(fmt: str, output: str | None, quiet: bool, no_color: bool, min_confid
 
     sinks: list[Any] = []
     if fmt == "jsonl":
-        if output:
+        from watcher.reporters.remote import RemoteJsonlReporter, is_url
+
+        if output and is_url(output):
+            sinks.append(RemoteJsonlReporter(output, full_evidence=full_evidence))
+        elif output:
             sinks.append(JsonlReporter(output, full_evidence=full_evidence))
         else:
             sinks.append(JsonlReporter(stream=sys.stdout, full_evidence=full_evidence))
