@@ -198,3 +198,12 @@ def test_macro_cycle_is_an_error(tmp_path: Path) -> None:
             detect: match
             """, library=False)
     assert any("refers to itself" in e.message for e in info.value.errors)
+
+
+def test_reset_attempt_ends_open_episodes(tmp_path: Path) -> None:
+    watch = Engine(load_text(tmp_path, REPEAT)).open_sample(REF)
+    for i in range(3):
+        watch.feed(materialise(i, tool(arguments="ls")))
+    (ended,) = watch.reset_attempt(replace(REF, attempt=2))
+    assert ended.status == "ended" and ended.sample.attempt == 1
+    assert watch.ref.attempt == 2 and watch.finalize(10.0) == []

@@ -103,7 +103,7 @@ class Rule:
     severity: str
     detect_kind: str
     detector: Any
-    predicate: Callable[[dict[str, Any]], bool]
+    predicate: Callable[[dict[str, Any]], bool] | None  # None: every event matches
     events: frozenset[str] | None
     needs: str
     description: str = ""
@@ -388,7 +388,11 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
         ctx.error(MissingFieldError, (), "rule is missing required field 'needs'",
                   "metadata, content or full: the least text tier the rule reads")
     pred_spec = {k: v for k, v in data.items() if k in PREDICATE_KEYS}
-    predicate: Callable[[dict[str, Any]], bool] = lambda e: True  # noqa: E731
+    predicate: Callable[[dict[str, Any]], bool] | None = None  # None: every event matches
+    tv = pred_spec.get("type")
+    tset = set(tv) if isinstance(tv, list) else {tv}
+    if tv is not None and events and all(isinstance(t, str) for t in tset) and events <= tset:
+        del pred_spec["type"]  # dispatch by event type already guarantees it
     if pred_spec:
         if kind is not None and not reads_events:
             ctx.error(BadDetectorParamsError, (next(iter(pred_spec)),),

@@ -199,7 +199,7 @@ class SampleWatch:
             return out
         sv = self.sample_view
         for pred, feed, excs, _state in targets:
-            matched = pred(event)
+            matched = True if pred is None else pred(event)
             if matched and excs:
                 matched = not any(x.matches(event, sv) for x in excs)
             found = feed(event, ts, matched)
@@ -245,6 +245,12 @@ class SampleWatch:
             out += s.finalize(when)
         return out
 
-    def reset_attempt(self, new_ref: SampleRef) -> None:
-        """A retried sample starts a new attempt: fresh state, episode numbers from 1."""
+    def reset_attempt(self, new_ref: SampleRef) -> list[Finding]:
+        """A retried sample starts a new attempt: fresh state, episode numbers from 1.
+
+        Episodes still open on the old attempt are ended first; their ``ended``
+        snapshots are returned so the caller can report them.
+        """
+        ended = self.finalize(self.last_ts)
         self._setup(new_ref)
+        return ended
