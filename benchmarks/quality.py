@@ -68,7 +68,8 @@ def run_quality_eval(log_dir: str, samples: list[str] | None = None,
     The run gets a private ``XDG_DATA_HOME`` unless ``env`` sets one, so its control
     discovery file does not show up in live watchers on the same machine.
     """
-    target = str(EVAL_FILE) + (f"@{task}" if task else "")
+    # relative to the repo root: Inspect globs a bare file path, and globs must be relative
+    target = str(EVAL_FILE.relative_to(ROOT)) + (f"@{task}" if task else "")
     cmd = ["inspect", "eval", target, "--model", "scripted/q", "--log-dir", log_dir,
            "--display", "none", "--max-samples", "8", "--no-fail-on-error"]
     if samples:  # the quality task filters its scenarios itself
@@ -146,6 +147,7 @@ class Report:
     precision: dict[str, tuple[int, int]]  # level -> (true, total) at that exact level
     false_high: list[str]
     false_medium: list[str]
+    false_low: list[str]
     missed: list[str]
     unlabelled: list[str]
 
@@ -171,6 +173,7 @@ def score(results: dict[tuple[str, str], SampleResult],
     precision: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     false_high: list[str] = []
     false_medium: list[str] = []
+    false_low: list[str] = []
     missed: list[str] = []
     unlabelled: list[str] = []
     for (task, sid), res in sorted(results.items()):
@@ -200,9 +203,11 @@ def score(results: dict[tuple[str, str], SampleResult],
                     false_high.append(what)
                 elif level == "medium":
                     false_medium.append(what)
+                else:
+                    false_low.append(what)
     return Report({k: (v[0], v[1], v[2]) for k, v in recall.items()},
                   {k: (v[0], v[1]) for k, v in precision.items()},
-                  false_high, false_medium, missed, unlabelled)
+                  false_high, false_medium, false_low, missed, unlabelled)
 
 
 def _ratio(a: int, b: int) -> str:
@@ -229,6 +234,8 @@ def render(report: Report, n_samples: int) -> str:
     lines += [f"- {x}" for x in report.false_high]
     lines += [f"False medium: {len(report.false_medium)}"]
     lines += [f"- {x}" for x in report.false_medium]
+    lines += [f"False low: {len(report.false_low)}"]
+    lines += [f"- {x}" for x in report.false_low]
     lines += [f"Missed: {len(report.missed)}"]
     lines += [f"- {x}" for x in report.missed]
     if report.unlabelled:
