@@ -207,3 +207,15 @@ def test_reset_attempt_ends_open_episodes(tmp_path: Path) -> None:
     (ended,) = watch.reset_attempt(replace(REF, attempt=2))
     assert ended.status == "ended" and ended.sample.attempt == 1
     assert watch.ref.attempt == 2 and watch.finalize(10.0) == []
+
+
+def test_run_context_does_not_count_the_row_itself() -> None:
+    from watcher.engine import RunContext
+
+    rows = [{"sample_id": str(i), "epoch": 1, "status": "error", "error": f"oom at {i}"}
+            for i in range(3)]
+    ctx = RunContext.from_rows(rows)
+    assert ctx.view(rows[0])["same_error_samples"] == 2  # counted: the other two
+    fresh = {"sample_id": "9", "epoch": 1, "status": "running", "error": "oom at 9"}
+    assert ctx.view(fresh)["same_error_samples"] == 3 and ctx.view(fresh)["task_wide"]
+    assert ctx.view({"sample_id": "0", "error": "other"})["same_error_samples"] == 0

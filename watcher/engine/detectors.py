@@ -468,7 +468,7 @@ class RepeatSpec:
     def normalise_key(self, text: str) -> str:
         for n in self.normalise:
             if n == "whitespace":
-                text = _WSRX.sub(" ", text).strip()
+                text = " ".join(text.split())
             elif n == "case":
                 text = text.lower()
             elif n == "paths":
@@ -479,10 +479,13 @@ class RepeatSpec:
 
 
 class _Entry:
-    __slots__ = ("ts", "nkey", "raw", "result", "uuid", "e")
+    """One matching event in a repeat window (``idx`` counts the rule's population)."""
 
-    def __init__(self, ts: float, nkey: str | None, raw: str | None, result: str | None,
-                 e: Event | None) -> None:
+    __slots__ = ("idx", "ts", "nkey", "raw", "result", "e")
+
+    def __init__(self, idx: int, ts: float, nkey: str | None, raw: str | None,
+                 result: str | None, e: Event | None) -> None:
+        self.idx = idx
         self.ts = ts
         self.nkey = nkey
         self.raw = raw
@@ -495,9 +498,10 @@ class RepeatState(RuleState):
         super().__init__(rule, watch)
         self.spec = spec
         self.need = spec.count
-        cap = spec.window.events if spec.window.events is not None else SECONDS_WINDOW_CAP
+        # only matching events are stored; ``idx`` tells how far back each one is
         self.win: deque[_Entry] = deque()
-        self.cap = cap
+        self.cap = spec.window.events if spec.window.events is not None else SECONDS_WINDOW_CAP
+        self.idx = 0
         self.counts: Counter[str] = Counter()
         self.eps: dict[str, Episode] = {}  # plain repeats by key; self.ep holds a cycle
         self.recent: deque[str] = deque(
@@ -561,25 +565,19 @@ class RepeatState(RuleState):
         spec = self.spec
         out: list[Finding] = []
         win = self.win
-        sec = spec.window.seconds
-        if sec is not None:
-            while win and ts - win[0].ts > sec:
+        self.idx += 1
+        if win:
+            lim = self.idx - self.cap
+            sec = spec.window.seconds
+            while win and (win[0].idx <= lim or (sec is not None and ts - win[0].ts > sec)):
                 self._pop()
-        if len(win) >= self.cap:
-            old = win.popleft()
-            if old.nkey is not None:
-                c = self.counts
-                if c[old.nkey] <= 1:
-                    del c[old.nkey]
-                else:
-                    c[old.nkey] -= 1
         if not matched:
-            win.append(_Entry(ts, None, None, None, None))
             if self.ep is not None:  # a cycle is broken by any other event
                 out.append(self.end(ts))
-            for k in list(self.eps):
-                if spec.consecutive or self._count(k) < spec.count:
-                    out.append(self._end_plain(k, ts))
+            if self.eps:
+                for k in list(self.eps):
+                    if spec.consecutive or self._count(k) < spec.count:
+                        out.append(self._end_plain(k, ts))
             return out
         cache = self.watch.cache
         hit = cache.get(self.cache_key)
@@ -593,7 +591,7 @@ class RepeatState(RuleState):
             result = cache.get(self.result_cache_key)
             if result is None:
                 result = cache[self.result_cache_key] = key_text(spec.result_key.get(e))
-        entry = _Entry(ts, nkey, raw, result, e)
+        entry = _Entry(self.idx, ts, nkey, raw, result, e)
         win.append(entry)
         self.counts[nkey] = self.counts.get(nkey, 0) + 1
         if self.ep is None and not self.eps:  # the common case: nothing open
@@ -638,10 +636,12 @@ class RepeatState(RuleState):
         assert nkey is not None
         if spec.consecutive:
             run: list[_Entry] = []
+            want = entry.idx
             for x in reversed(self.win):
-                if x.nkey is None or not self._same(nkey, x.nkey):
+                if x.idx != want or not self._same(nkey, x.nkey):  # type: ignore[arg-type]
                     break
                 run.append(x)
+                want -= 1
             members = run[::-1] if len(run) >= spec.count else []
         else:
             members = ([x for x in self.win if x.nkey is not None and self._same(nkey, x.nkey)]
@@ -802,16 +802,23 @@ class ThresholdState(RuleState):
         super().__init__(rule, watch)
         self.spec = spec
         self.need = spec.count
-        self.cap = spec.window.events if spec.window.events is not None else SECONDS_WINDOW_CAP
-        self.win: deque[tuple[float, Event | None]] = deque()
-        self.n = 0
+        # matching events only, as (population index, ts, event): bounded by the window
+        self.q: deque[tuple[int, float, Event]] = deque(
+            maxlen=spec.window.events or SECONDS_WINDOW_CAP)
+        self.idx = 0
+
+    @property
+    def n(self) -> int:
+        return len(self.q)
 
     def _slide(self, ts: float) -> None:
-        sec = self.spec.window.seconds
-        if sec is not None:
-            while self.win and ts - self.win[0][0] > sec:
-                if self.win.popleft()[1] is not None:
-                    self.n -= 1
+        q = self.q
+        w = self.spec.window
+        lim = self.idx - w.events if w.events is not None else None
+        sec = w.seconds
+        while q and ((lim is not None and q[0][0] <= lim) or
+                     (sec is not None and ts - q[0][1] > sec)):
+            q.popleft()
 
     def _near(self, ep: Episode, e: Event) -> None:
         """Group texts of the episode by near-identity; the largest group is the fact."""
@@ -829,42 +836,41 @@ class ThresholdState(RuleState):
         ep.facts["near_identical"] = max(g[1] for g in groups) if groups else 0
 
     def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
-        if self.spec.reset is not None and self.spec.reset(e):
-            self.win.clear()
-            self.n = 0
+        reset = self.spec.reset
+        if reset is not None and reset(e):
+            self.q.clear()
             return [self.end(ts)] if self.ep is not None else []
-        self._slide(ts)
-        if len(self.win) >= self.cap and self.win.popleft()[1] is not None:
-            self.n -= 1
-        self.win.append((ts, e if matched else None))
+        self.idx += 1
+        if self.q:
+            self._slide(ts)
         ep = self.ep
-        if matched:
-            self.n += 1
-            if ep is not None:
-                ep.add(e, ts)
-                self.common(ep, e)
-                self._near(ep, e)
-                ep.facts["window_count"] = self.n
-                return self.update(ep)
-            if self.n >= self.spec.count:
-                ep = self.open(ts)
-                for t, x in self.win:
-                    if x is not None:
-                        ep.add(x, t)
-                        self.common(ep, x)
-                        self._near(ep, x)
-                ep.first_seen = min(ep.timestamps) if ep.timestamps else ts
-                ep.facts["window_count"] = self.n
-                ep.facts["window"] = self.spec.window.describe()
-                return [self.start(ep)]
+        if not matched:
+            if ep is not None and not self.q:
+                return [self.end(ts)]
             return []
-        if ep is not None and self.n == 0:
-            return [self.end(ts)]
+        self.q.append((self.idx, ts, e))
+        if ep is not None:
+            ep.add(e, ts)
+            self.common(ep, e)
+            self._near(ep, e)
+            ep.facts["window_count"] = len(self.q)
+            return self.update(ep)
+        if len(self.q) >= self.spec.count:
+            ep = self.open(ts)
+            for _, t, x in self.q:
+                ep.add(x, t)
+                self.common(ep, x)
+                self._near(ep, x)
+            ep.first_seen = min(ep.timestamps) if ep.timestamps else ts
+            ep.facts["window_count"] = len(self.q)
+            ep.facts["window"] = self.spec.window.describe()
+            return [self.start(ep)]
         return []
 
     def expire(self, now: float) -> list[Finding]:
-        self._slide(now)
-        if self.ep is not None and self.n == 0:
+        if self.q:
+            self._slide(now)
+        if self.ep is not None and not self.q:
             return [self.end(now)]
         return []
 

@@ -51,6 +51,10 @@ def error_signature(error: Any) -> str:
     return _DIGITS.sub("#", first)[:200]
 
 
+def _row_key(row: dict[str, Any]) -> tuple[str, str]:
+    return (str(row.get("sample_id")), str(row.get("epoch") or 1))
+
+
 @dataclass
 class RunContext:
     """Other samples of the same task, so sample rules can tell task-wide from local.
@@ -63,6 +67,7 @@ class RunContext:
     samples: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     stats: dict[str, list[float]] = field(default_factory=dict)
+    counted: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
     def from_rows(cls, rows: Iterable[dict[str, Any]], task: str = "") -> RunContext:
@@ -72,9 +77,12 @@ class RunContext:
         return ctx
 
     def add(self, row: dict[str, Any]) -> None:
+        """Count one (finished) sample's row; call once per sample."""
         self.samples += 1
         if row.get("error"):
-            self.errors[error_signature(row["error"])] += 1
+            sig = error_signature(row["error"])
+            self.errors[sig] += 1
+            self.counted[_row_key(row)] = sig
         if row.get("status") in ("completed", "error", "cancelled", None):
             for name in NUMERIC_FIELDS:
                 v = row.get(name)
@@ -85,7 +93,8 @@ class RunContext:
         """The ``context`` object sample predicates see (and facts they may quote)."""
         sig = error_signature(row.get("error")) if row.get("error") else None
         same = self.errors.get(sig, 0) if sig else 0
-        others = max(same - 1, 0) if sig else 0  # the row itself may be counted
+        itself = 1 if sig and self.counted.get(_row_key(row)) == sig else 0
+        others = max(same - itself, 0)
         return {
             "task": self.task,
             "samples": self.samples,
