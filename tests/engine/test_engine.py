@@ -219,3 +219,25 @@ def test_run_context_does_not_count_the_row_itself() -> None:
     fresh = {"sample_id": "9", "epoch": 1, "status": "running", "error": "oom at 9"}
     assert ctx.view(fresh)["same_error_samples"] == 3 and ctx.view(fresh)["task_wide"]
     assert ctx.view({"sample_id": "0", "error": "other"})["same_error_samples"] == 0
+
+
+def test_require_gates_episodes_on_facts(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, """
+        id: same-result-repeat
+        title: t
+        category: repeated_tool_call
+        severity: warning
+        events: [tool]
+        needs: content
+        detect:
+          repeat: {key: arguments, result_key: result, count: 3, window: {events: 10}}
+        require: {results_identical: true, count: {gte: 3}}
+        """)
+    assert run(rules, [tool(arguments="ls", result=str(i)) for i in range(5)]) == []
+    found = run(rules, [tool(arguments="ls", result="same")] * 4)
+    assert [f.status for f in found] == ["open", "ended"] and found[-1].count == 4
+    # silent while the facts miss, reported (as new) once they hold
+    varied = [tool(arguments="ls", result=r) for r in "abc"]
+    others = [tool(arguments=f"x{i}") for i in range(8)]
+    late = run(rules, varied + others + [tool(arguments="ls", result="z")] * 3)
+    assert [f.status for f in late] == ["open", "ended"] and late[0].episode == 2

@@ -205,7 +205,7 @@ class RuleState:
     def finalize(self, now: float) -> list[Finding]:
         out = self.expire(now)
         if self.ep is not None:
-            out.append(self.end(now))
+            out += self.end(now)
         return out
 
     def expire(self, now: float) -> list[Finding]:
@@ -228,37 +228,39 @@ class RuleState:
         self.ep = Episode(self.episodes, ts)
         return self.ep
 
-    def emit(self, ep: Episode, status: str, first: bool = False) -> Finding | None:
-        """Recompute confidence; return a snapshot if new, escalated or ending."""
+    def emit(self, ep: Episode, status: str) -> list[Finding]:
+        """Recompute confidence; a snapshot if the episode is new, escalated or ending.
+
+        An episode whose facts miss the rule's ``require`` stays silent until they hold
+        (it is then reported as new); if they never hold, it is never reported.
+        """
         facts = self.facts_of(ep)
         level, reason = self.rule.judge(facts)
         raised = confidence_rank(level) > confidence_rank(ep.level)
         ep.level, ep.reason = level, reason
-        if first:
-            return self.snapshot(ep, "open", facts)
+        if not ep.data.get("_shown"):
+            if not self.rule.meets(facts):
+                return []
+            ep.data["_shown"] = True
+            return [self.snapshot(ep, "ended" if status == "ended" else "open", facts)]
         if status == "ended":
-            return self.snapshot(ep, "ended", facts)
+            return [self.snapshot(ep, "ended", facts)]
         if raised:
-            return self.snapshot(ep, "escalated", facts)
-        return None
+            return [self.snapshot(ep, "escalated", facts)]
+        return []
 
-    def start(self, ep: Episode) -> Finding:
+    def start(self, ep: Episode) -> list[Finding]:
         ep.level = "low"
-        f = self.emit(ep, "open", first=True)
-        assert f is not None
-        return f
+        return self.emit(ep, "open")
 
     def update(self, ep: Episode) -> list[Finding]:
-        f = self.emit(ep, "open")
-        return [f] if f is not None else []
+        return self.emit(ep, "open")
 
-    def end(self, now: float, ep: Episode | None = None) -> Finding:
+    def end(self, now: float, ep: Episode | None = None) -> list[Finding]:
         if ep is None or ep is self.ep:
             ep, self.ep = self.ep, None
         assert ep is not None
-        f = self.emit(ep, "ended")
-        assert f is not None
-        return f
+        return self.emit(ep, "ended")
 
     def snapshot(self, ep: Episode, status: str, facts: dict[str, Any]) -> Finding:
         rule = self.rule
@@ -345,7 +347,7 @@ class EpisodicState(RuleState):
             self.common(ep, e)
         if extra:
             ep.facts.update(extra)
-        out += [self.start(ep)] if new else self.update(ep)
+        out += self.start(ep) if new else self.update(ep)
         return out
 
     def gap_check(self, ts: float) -> list[Finding]:
@@ -354,7 +356,7 @@ class EpisodicState(RuleState):
         if (self.gap.events is not None and self.since_hit > self.gap.events) or (
             self.gap.seconds is not None and ts - self.ep.last_seen > self.gap.seconds
         ):
-            return [self.end(ts)]
+            return self.end(ts)
         return []
 
     def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
@@ -573,11 +575,11 @@ class RepeatState(RuleState):
                 self._pop()
         if not matched:
             if self.ep is not None:  # a cycle is broken by any other event
-                out.append(self.end(ts))
+                out += self.end(ts)
             if self.eps:
                 for k in list(self.eps):
                     if spec.consecutive or self._count(k) < spec.count:
-                        out.append(self._end_plain(k, ts))
+                        out += self._end_plain(k, ts)
             return out
         cache = self.watch.cache
         hit = cache.get(self.cache_key)
@@ -608,26 +610,26 @@ class RepeatState(RuleState):
                 self._remember(entry)
                 self._grow(cyc, entry)
                 return self.update(cyc)
-            out.append(self.end(ts))
+            out += self.end(ts)
         target = self._find(nkey)
         if target is not None:
             self._grow(target, entry)
             out += self.update(target)
         for k, ep in list(self.eps.items()):
             if ep is not target and (spec.consecutive or self._count(k) < spec.count):
-                out.append(self._end_plain(k, ts))
+                out += self._end_plain(k, ts)
         self._remember(entry)
         if target is None:
             out += self._try_open(entry, ts)
         return out
 
-    def _end_plain(self, key: str, now: float) -> Finding:
+    def _end_plain(self, key: str, now: float) -> list[Finding]:
         return self.end(now, self.eps.pop(key))
 
     def finalize(self, now: float) -> list[Finding]:
-        out = [self.end(now)] if self.ep is not None else []
+        out = self.end(now) if self.ep is not None else []
         for k in sorted(self.eps, key=lambda k: self.eps[k].number):
-            out.append(self._end_plain(k, now))
+            out += self._end_plain(k, now)
         return out
 
     def _try_open(self, entry: _Entry, ts: float) -> list[Finding]:
@@ -648,8 +650,8 @@ class RepeatState(RuleState):
                        if self._count(nkey) >= spec.count else [])
         if members:
             period = self._period_since(members[0])
-            return [self._open_with(members if period == 1 else self._since(members[0]),
-                                    nkey, ts, period)]
+            return self._open_with(members if period == 1 else self._since(members[0]),
+                                    nkey, ts, period)
         if spec.cycles is not None:
             max_p, reps = spec.cycles
             rec = self.recent
@@ -665,7 +667,7 @@ class RepeatState(RuleState):
                 if not all(same(rec[size - i], rec[size - i - p]) for i in range(2, n - p + 1)):
                     continue
                 if len({rec[size - n + i] for i in range(p)}) > 1:
-                    return [self._open_with(list(self.recent_entries)[-n:], nkey, ts, p)]
+                    return self._open_with(list(self.recent_entries)[-n:], nkey, ts, p)
         return []
 
     def _since(self, first: _Entry) -> list[_Entry]:
@@ -689,7 +691,8 @@ class RepeatState(RuleState):
                 return p
         return 1
 
-    def _open_with(self, members: list[_Entry], nkey: str, ts: float, period: int) -> Finding:
+    def _open_with(self, members: list[_Entry], nkey: str, ts: float,
+                   period: int) -> list[Finding]:
         if period > 1:
             ep = self.open(members[0].ts)
         else:
@@ -839,14 +842,14 @@ class ThresholdState(RuleState):
         reset = self.spec.reset
         if reset is not None and reset(e):
             self.q.clear()
-            return [self.end(ts)] if self.ep is not None else []
+            return self.end(ts) if self.ep is not None else []
         self.idx += 1
         if self.q:
             self._slide(ts)
         ep = self.ep
         if not matched:
             if ep is not None and not self.q:
-                return [self.end(ts)]
+                return self.end(ts)
             return []
         self.q.append((self.idx, ts, e))
         if ep is not None:
@@ -864,14 +867,14 @@ class ThresholdState(RuleState):
             ep.first_seen = min(ep.timestamps) if ep.timestamps else ts
             ep.facts["window_count"] = len(self.q)
             ep.facts["window"] = self.spec.window.describe()
-            return [self.start(ep)]
+            return self.start(ep)
         return []
 
     def expire(self, now: float) -> list[Finding]:
         if self.q:
             self._slide(now)
         if self.ep is not None and not self.q:
-            return [self.end(now)]
+            return self.end(now)
         return []
 
 
@@ -1061,7 +1064,7 @@ class AbsenceState(EpisodicState):
                                            "waited_seconds": round(now - p_ts, 3),
                                            "at_end": True})
         if self.ep is not None:
-            out.append(self.end(now))
+            out += self.end(now)
         return out
 
 
@@ -1152,7 +1155,7 @@ class IdleState(RuleState):
             stalled = False
         ep = self.ep
         if not stalled:
-            return [self.end(now)] if ep is not None else []
+            return self.end(now) if ep is not None else []
         facts = {"kind": kind, "idle_seconds": round(idle, 1), "threshold_seconds": threshold,
                  "function": function, "polls": status.polls_without_change}
         if ep is None:
@@ -1162,14 +1165,14 @@ class IdleState(RuleState):
             if function:
                 ep.facts["tool"] = function
             ep.last_seen = now
-            return [self.start(ep)]
+            return self.start(ep)
         ep.count += 1
         ep.last_seen = now
         ep.facts.update(facts)
         return self.update(ep)
 
     def activity(self, ts: float) -> list[Finding]:
-        return [self.end(ts)] if self.ep is not None else []
+        return self.end(ts) if self.ep is not None else []
 
 
 # --------------------------------------------------------------------------- sample
@@ -1269,7 +1272,7 @@ class SampleRowState(RuleState):
             ep.facts.update(facts)
             if facts.get("error"):
                 ep.excerpts.append(_short(str(facts["error"])))
-            return [self.start(ep)]
+            return self.start(ep)
         ep.facts.update(facts)
         ep.last_seen = now
         return self.update(ep)

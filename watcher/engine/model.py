@@ -46,7 +46,7 @@ from watcher.findings import CONFIDENCE_LEVELS, SEVERITY_LEVELS, confidence_rank
 META_KEYS = (
     "id", "title", "description", "category", "severity", "tags", "references", "status",
     "enabled", "falsepositives", "events", "needs", "detect", "confidence", "confidence_when",
-    "exceptions", "message", "handoff", "tests", "author",
+    "exceptions", "message", "handoff", "tests", "author", "require",
 )
 RULE_KEYS = META_KEYS + PREDICATE_KEYS
 BUILTIN_CATEGORIES = (
@@ -115,6 +115,7 @@ class Rule:
     confidence_base: str = "medium"
     confidence_reason: str = ""
     confidence_when: tuple[ConfidenceCondition, ...] = ()
+    require: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
     exceptions: tuple[ExceptionSpec, ...] = ()
     message: Template | None = None
     handoff: str = ""
@@ -140,6 +141,10 @@ class Rule:
                     level = cond.level
                 reason = cond.reason
         return level, reason
+
+    def meets(self, facts: dict[str, Any]) -> bool:
+        """Whether an episode's facts satisfy ``require`` (else it is not reported)."""
+        return all(test(facts.get(name)) for name, test in self.require.items())
 
     @property
     def min_count(self) -> int:
@@ -451,6 +456,20 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
                 if t is not None:
                     tests[fname] = t
             conds.append(ConfidenceCondition(tests, ops[0], level, reason))
+    require: dict[str, Callable[[Any], bool]] = {}
+    rq = data.get("require", {})
+    if ctx.expect(rq, dict, ("require",), "require"):
+        for fname, fval in rq.items():
+            if kind and fname not in facts:
+                close = difflib.get_close_matches(str(fname), sorted(facts), n=1)
+                ctx.error(UnknownFactError, ("require", fname),
+                          f"the {kind} detector has no fact {fname!r}",
+                          f"did you mean {close[0]!r}?" if close else
+                          "facts: " + ", ".join(sorted(facts)), at_key=True)
+                continue
+            t = _fact_test(fval, ctx, ("require", fname))
+            if t is not None:
+                require[str(fname)] = t
     # exceptions, message, tests
     excs: list[ExceptionSpec] = []
     ex = data.get("exceptions", [])
@@ -484,6 +503,7 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
         needs=needs, description=description, tags=tags, references=refs,
         status=status or "stable", enabled=bool(enabled), falsepositives=fps,
         confidence_base=base, confidence_reason=base_reason, confidence_when=tuple(conds),
+        require=require,
         exceptions=tuple(excs), message=message, handoff=handoff, tests=tests, author=author,
         source=doc.file, line=doc.start_line, data=data, fields=frozenset(pc.fields),
     )
