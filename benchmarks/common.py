@@ -184,7 +184,8 @@ def shell() -> Tool:
         Args:
             cmd: The command to run.
         """
-        await asyncio.sleep(float(os.environ.get("{tool_delay_env}", "0.05")))
+        if not cmd.startswith("cat /tmp/status"):  # repeats complete at once: clean latency
+            await asyncio.sleep(float(os.environ.get("{tool_delay_env}", "0.05")))
         return f"output of {{cmd}}"
     return execute
 

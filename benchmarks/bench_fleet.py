@@ -1,0 +1,159 @@
+"""A fleet of concurrent samples watched live: watcher CPU, eval slowdown, latency.
+
+    python benchmarks/bench_fleet.py [--samples 300] [--turns 20] [--tool-delay 3]
+                                     [--poll 1] [--repeat-every 5]
+
+Runs the same eval twice in one invocation (A/B, one after the other so they do
+not share the two cores): once alone, once watched by ``inspect-watch watch
+--format jsonl -o FILE --poll 1`` as a subprocess. All samples run at once
+(``--max-samples`` = samples); each does ``turns`` tool calls of ``tool-delay``
+seconds (default: ~60 s per sample). Every ``repeat-every``-th sample then repeats
+``cat /tmp/status`` five times (instant calls), which the built-in repeat rule
+detects.
+
+Reports: the watcher's CPU (``os.wait4`` rusage of that child) as % of one core
+over its lifetime; eval wall time alone vs watched; detection latency — for each
+finding id, the time its first line appeared in the output file (tailed every
+50 ms) minus the timestamp of the last event in its evidence (the completing event).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import banner, percentile, tmpdir, watch_cmd, write_task_file  # noqa: E402
+
+
+def run_eval(work: Path, task_file: Path, samples: int, tool_delay: float,
+             name: str) -> subprocess.Popen[bytes]:
+    data = work / f"data-{name}"
+    data.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "SCENARIO_TOOL_DELAY": str(tool_delay), "XDG_DATA_HOME": str(data),
+           "INSPECT_LOG_LEVEL": "warning"}
+    out = (work / f"eval-{name}.out").open("wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "inspect_ai._cli.main", "eval", f"{task_file}@bench",
+         "--model", "scripted/test", "--log-dir", str(work / f"logs-{name}"), "--display",
+         "none", "--max-samples", str(samples), "--max-connections", str(samples)],
+        env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def reap(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
+    """Wait for ``proc``; (exit status, its user+system CPU seconds)."""
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, ru.ru_utime + ru.ru_stime
+
+
+def tail(path: Path, seen: dict[str, tuple[float, dict[str, Any]]],
+         stop: threading.Event) -> None:
+    """Record when each finding id's first line appeared in ``path``."""
+    pos = 0
+    buf = ""
+    while not stop.is_set():
+        if path.exists():
+            with path.open() as fh:
+                fh.seek(pos)
+                chunk = fh.read()
+                pos = fh.tell()
+            now = time.time()
+            buf += chunk
+            *lines, buf = buf.split("\n")
+            for line in lines:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec.get("kind") == "finding" and rec.get("id") not in seen:
+                    seen[rec["id"]] = (now, rec)
+        stop.wait(0.05)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=300)
+    ap.add_argument("--turns", type=int, default=20)
+    ap.add_argument("--tool-delay", type=float, default=3.0)
+    ap.add_argument("--poll", type=float, default=1.0)
+    ap.add_argument("--repeat-every", type=int, default=5)
+    ap.add_argument("--skip-baseline", action="store_true")
+    args = ap.parse_args()
+    banner("bench_fleet")
+    work = tmpdir("bench-fleet-")
+    task_file = write_task_file(work, samples=args.samples, turns=args.turns,
+                                repeat_every=args.repeat_every)
+    print(f"{args.samples} samples at once, {args.turns} calls x {args.tool_delay}s each "
+          f"(~{args.turns * args.tool_delay:.0f}s per sample), watcher poll {args.poll}s")
+
+    base_wall = float("nan")
+    if not args.skip_baseline:
+        t0 = time.perf_counter()
+        proc = run_eval(work, task_file, args.samples, args.tool_delay, "alone")
+        code, base_cpu = reap(proc)
+        base_wall = time.perf_counter() - t0
+        print(f"A  eval alone:   exit {code}, wall {base_wall:.1f}s, eval cpu {base_cpu:.1f}s")
+
+    t0 = time.perf_counter()
+    proc = run_eval(work, task_file, args.samples, args.tool_delay, "watched")
+    disc = work / "data-watched" / "inspect_ai" / "control" / f"{proc.pid}.json"
+    while not disc.exists() and proc.poll() is None:
+        time.sleep(0.05)
+    out = work / "findings.jsonl"
+    env = {**os.environ, "XDG_DATA_HOME": str(work / "data-watched")}
+    seen: dict[str, tuple[float, dict[str, Any]]] = {}
+    stop = threading.Event()
+    tailer = threading.Thread(target=tail, args=(out, seen, stop), daemon=True)
+    tailer.start()
+    w0 = time.perf_counter()
+    watcher = subprocess.Popen(watch_cmd("watch", "--format", "jsonl", "-o", str(out),
+                                         "--poll", str(args.poll)),
+                               env=env, stdout=subprocess.DEVNULL,
+                               stderr=(work / "watch.err").open("wb"),
+                               stdin=subprocess.DEVNULL)
+    code, eval_cpu = reap(proc)
+    watched_wall = time.perf_counter() - t0
+    wcode, watch_cpu = reap(watcher)
+    watch_wall = time.perf_counter() - w0
+    time.sleep(0.3)
+    stop.set()
+    tailer.join()
+    print(f"B  eval watched: exit {code}, wall {watched_wall:.1f}s, eval cpu {eval_cpu:.1f}s")
+    print(f"   watcher: exit {wcode}, wall {watch_wall:.1f}s, cpu {watch_cpu:.1f}s "
+          f"= {100 * watch_cpu / watch_wall:.1f}% of one core (cpus: {os.cpu_count()})")
+    if base_wall == base_wall:
+        print(f"   eval slowdown with the watcher: {100 * (watched_wall / base_wall - 1):+.1f}% "
+              "(noise on a shared 2-core machine is several %)")
+
+    lat: list[float] = []
+    by_rule: dict[str, int] = {}
+    for at, rec in seen.values():
+        stamps = [t for t in (rec.get("evidence") or {}).get("timestamps") or []
+                  if isinstance(t, int | float)]
+        by_rule[rec["rule"]] = by_rule.get(rec["rule"], 0) + 1
+        if stamps:
+            lat.append(at - max(stamps))
+    repeats = [at - max(rec["evidence"]["timestamps"]) for at, rec in seen.values()
+               if rec["rule"] == "repeated-tool-call" and rec["evidence"].get("timestamps")]
+    rules = ", ".join(f"{k}={v}" for k, v in sorted(by_rule.items()))
+    print(f"findings: {len(seen)} ids ({rules})")
+    expected = len(range(0, args.samples, args.repeat_every)) if args.repeat_every else 0
+    print(f"repeat scenario: {len(repeats)} repeated-tool-call findings for {expected} samples "
+          "that repeat")
+    for name, xs in (("all findings", lat), ("repeated-tool-call", repeats)):
+        if xs:
+            print(f"detection latency, {name}: p50 {percentile(xs, 50):.2f}s  "
+                  f"p95 {percentile(xs, 95):.2f}s  max {max(xs):.2f}s  (n={len(xs)})")
+
+
+if __name__ == "__main__":
+    main()
