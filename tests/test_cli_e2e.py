@@ -1,0 +1,96 @@
+"""CLI commands against real evals: demo, ls, record → replay, --on-finding, --fail-on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **(env or {})})
+
+
+def _demo_processes() -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in ps.splitlines() if "inspect-watch-demo-" in line]
+
+
+def test_demo_watches_the_example_and_leaves_no_process(tmp_path: Path) -> None:
+    res = cli("demo", "--no-color", "--keep-logs", str(tmp_path / "logs"),
+              env={"XDG_DATA_HOME": str(tmp_path / "data")})
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert "[HIGH] Same tool call repeated" in out and "sample repeated-call" in out
+    assert "Claims a final answer but never submits" in out and "sample submit-loop" in out
+    assert "sample clean" not in out  # the clean run is not flagged
+    assert "only observes" in out
+    assert list((tmp_path / "logs").glob("*.eval"))
+    time.sleep(0.5)
+    assert _demo_processes() == []
+
+
+def test_ls_lists_running_tasks(eval_runner: Any) -> None:
+    proc = eval_runner("slow", "-T", "samples=1", "-T", "turns=40", tool_delay=0.3)
+    disc = proc.discovery()
+    deadline = time.time() + 60
+    rows: list[dict[str, Any]] = []
+    while time.time() < deadline and not rows:
+        res = cli("ls", "--json")
+        assert res.returncode == 0, res.stderr
+        rows = [r for r in json.loads(res.stdout)["tasks"] if r.get("task") == "slow"]
+        time.sleep(0.3)
+    assert rows and rows[0]["pid"] == disc["pid"] and rows[0]["model"] == "scripted/test"
+    text = cli("ls")
+    assert "slow" in text.stdout and f"pid {disc['pid']}" in text.stdout
+
+
+def test_record_then_replay_finds_the_same(eval_runner: Any, tmp_path: Path) -> None:
+    proc = eval_runner("loops", "--ctl-server", "keep", tool_delay=0.05)
+    proc.discovery()
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        res = cli("ls", "--json")
+        rows = json.loads(res.stdout)["tasks"]
+        if rows and rows[0].get("status") not in ("running", None):
+            break
+        time.sleep(0.5)
+    rec = tmp_path / "repeat.jsonl"
+    res = cli("record", "loops", "repeat", "1", "-o", str(rec))
+    assert res.returncode == 0, res.stderr
+    assert rec.read_text().count("\n") >= 2
+    out = tmp_path / "replayed.jsonl"
+    res = cli("replay", str(rec), "--format", "jsonl", "-o", str(out), "--fail-on", "high")
+    assert res.returncode == 1  # a high finding was reported
+    found = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {d["rule"] for d in found if d["kind"] == "finding"} >= {"repeated-tool-call"}
+
+
+def test_on_finding_command_gets_json_and_failures_do_not_stop(eval_runner: Any,
+                                                               tmp_path: Path) -> None:
+    proc = eval_runner("loops", tool_delay=0.1)
+    proc.discovery()
+    sink = tmp_path / "hook.jsonl"
+    hook = f"{sys.executable} -c \"import sys; open({str(sink)!r}, 'a').write(sys.stdin.read())\""
+    res = cli("watch", "--poll", "0.3", "--quiet", "--no-color", "--on-finding", hook)
+    assert res.returncode == 0, res.stderr
+    got = [json.loads(line) for line in sink.read_text().splitlines()]
+    assert got and all(d["schema"] == 1 and d["status"] != "ended" for d in got)
+    assert {"repeated-tool-call", "submit-loop"} <= {d["rule"] for d in got}
+    # a failing hook is reported and the watch still ends normally
+    proc2 = proc  # the eval is over: read its log
+    res = cli("watch", "--log-dir", str(proc2.log_dir), "--once", "--quiet",
+              "--on-finding", f"{sys.executable} -c \"import sys; sys.exit(3)\"")
+    assert res.returncode == 0
+    assert "--on-finding command failed (exit 3)" in res.stderr
