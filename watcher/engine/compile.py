@@ -683,7 +683,14 @@ class PredicateCompiler:
                     else:
                         compiled.append(c)
                 if ok:
-                    search = _combine(compiled, re.IGNORECASE if icase else 0)
+                    # the text is lowercased already; IGNORECASE makes `re` several times
+                    # slower, so keep it only where a pattern has upper-case letters
+                    # (which may be escapes such as \S or \W whose meaning must not change)
+                    flags = re.IGNORECASE if icase and any(
+                        c.isupper() for c in "".join(c.pattern for c in compiled)) else 0
+                    compiled = [re.compile(c.pattern, flags) if c.flags & re.IGNORECASE
+                                and not flags else c for c in compiled]
+                    search = _combine(compiled, flags)
                     tests.append(lambda t, s=search: s(t) is not None)  # type: ignore[misc]
         for key in ("contains", "any_of", "all_of", "equals"):
             if key not in spec:
