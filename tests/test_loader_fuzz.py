@@ -112,8 +112,6 @@ def test_multi_document_files(docs: list[dict[str, Any]]) -> None:
     _load(yaml.safe_dump_all([{**VALID, "id": f"r{i}", **d} for i, d in enumerate(docs)]))
 
 
-@pytest.mark.xfail(strict=True, reason="watcher/engine/yamlsrc.py load_docs() constructs "
-                   "RuleYamlLoader(text) outside its try, so yaml.reader.ReaderError escapes")
 @pytest.mark.parametrize("text", ["\x08", "id: a\x00b\n", "title: \x1b[31m\n", "\ufffe"])
 def test_control_characters_are_a_located_error(text: str) -> None:
     _load(text)

@@ -160,7 +160,12 @@ class TaskWatcher:
                 self.notice("attempt", f"sample {key[0]} epoch {key[1]} is on attempt "
                             f"{row.attempt} (earlier attempts errored)", key,
                             attempt=row.attempt)
-        elif row.attempt > stream.attempt and not stream.done:
+        elif row.attempt > stream.attempt:
+            # a retry; the failed attempt may already have read as done (its terminal
+            # source), so a finished stream re-opens for the new attempt
+            if stream.done:
+                self.state.finished.discard(skey)
+                self.done_samples.discard(key)
             self._new_attempt(key, stream, row.attempt)
         if row.terminal and key not in self._in_context:
             self._in_context.add(key)

@@ -395,8 +395,9 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
     pred_spec = {k: v for k, v in data.items() if k in PREDICATE_KEYS}
     predicate: Callable[[dict[str, Any]], bool] | None = None  # None: every event matches
     tv = pred_spec.get("type")
-    tset = set(tv) if isinstance(tv, list) else {tv}
-    if tv is not None and events and all(isinstance(t, str) for t in tset) and events <= tset:
+    tlist = tv if isinstance(tv, list) else [tv]
+    tset = {t for t in tlist if isinstance(t, str)}
+    if tv is not None and events and len(tset) == len(tlist) and events <= tset:
         del pred_spec["type"]  # dispatch by event type already guarantees it
     if pred_spec:
         if kind is not None and not reads_events:

@@ -159,9 +159,18 @@ def _load_docs(text: str, file: str, errors: list[RuleError],
         errors.append(UnsafeYamlError(f"file larger than {MAX_FILE_BYTES} bytes", file=file,
                                       line=1, col=1, hint="split the pack into several files"))
         return []
-    loader = loader_cls(text)
     docs: list[Doc] = []
     budget = _Budget()
+    try:
+        loader = loader_cls(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        errors.append(YamlSyntaxError(
+            f"character {exc.character!r} is not allowed in YAML", file=file, line=line,
+            col=col, source_line=lines[line - 1] if 0 < line <= len(lines) else None,
+            hint="remove control characters; write them as escapes inside double quotes"))
+        return docs
     try:
         while loader.check_node():
             node = loader.get_node()
