@@ -34,22 +34,27 @@ def _rule_options(f: Any) -> Any:
                      default=None, help="Run only rules that read at most this much agent text "
                      "(metadata = never read agent-controlled text).")(f)
     f = click.option("--no-builtin", is_flag=True, help="Do not load the built-in rule pack.")(f)
+    f = click.option("--suppress", "suppress", type=click.Path(exists=True, dir_okay=False),
+                     default=None, help="A suppress file for this run: "
+                     "`suppress: [{rule, field, op, value, reason}]`.")(f)
     return f
 
 
 def load_engine(rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[str, ...],
-                needs_max: str | None, no_builtin: bool = False) -> Any:
+                needs_max: str | None, no_builtin: bool = False,
+                suppress: str | None = None) -> Any:
     """Load and compile the rules, or exit 2 with every error located."""
-    from watcher.engine import Engine, RuleLoadErrors, load_rules
+    from watcher.engine import Engine, RuleLoadErrors, load_rules, load_suppressions
 
     try:
         ruleset = load_rules(paths=list(rules), builtin=not no_builtin, disable=list(disable),
                              only=list(only), needs_max=needs_max)
+        suppressions = load_suppressions(suppress) if suppress else []
     except RuleLoadErrors as e:
         click.echo(e.render() if hasattr(e, "render") else str(e), err=True)
         click.echo("inspect-watch: refusing to start with invalid rules", err=True)
         sys.exit(2)
-    return Engine(ruleset)
+    return Engine(ruleset, suppressions)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -174,7 +179,8 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               "with its JSON on stdin (time-limited; failures are reported, never fatal).")
 def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: str | None,
           rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[str, ...],
-          needs_max: str | None, no_builtin: bool, poll: float, fmt: str, output: str | None,
+          needs_max: str | None, no_builtin: bool, suppress: str | None, poll: float, fmt: str,
+          output: str | None,
           min_confidence: str, once: bool, state_path: str | None, transport: str,
           fail_on: str | None, follow: bool, quiet: bool, no_color: bool,
           summary_md: str | None, summary_html: str | None, full_evidence: bool,
@@ -184,7 +190,7 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
 
     if poll <= 0:
         raise click.BadParameter("must be positive", param_hint="--poll")
-    engine = load_engine(rules, disable, only, needs_max, no_builtin)
+    engine = load_engine(rules, disable, only, needs_max, no_builtin, suppress)
     code = run_watch(engine, selector=Selector(task, sample_id, epoch), log_dir=log_dir,
                      poll=poll, fmt=fmt, output=output, min_confidence=min_confidence,
                      once=once, state_path=state_path, transport=transport, fail_on=fail_on,
@@ -202,12 +208,13 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
 @click.option("--min-confidence", type=LEVELS, default="low")
 @click.option("--fail-on", type=LEVELS)
 def replay(files: tuple[str, ...], rules: tuple[str, ...], disable: tuple[str, ...],
-           only: tuple[str, ...], needs_max: str | None, no_builtin: bool, fmt: str,
-           output: str | None, min_confidence: str, fail_on: str | None) -> None:
+           only: tuple[str, ...], needs_max: str | None, no_builtin: bool,
+           suppress: str | None, fmt: str, output: str | None, min_confidence: str,
+           fail_on: str | None) -> None:
     """Run the rules over recorded event pages (JSONL from `record`)."""
     from watcher.runner import Selector
 
-    engine = load_engine(rules, disable, only, needs_max, no_builtin)
+    engine = load_engine(rules, disable, only, needs_max, no_builtin, suppress)
     sys.exit(run_watch(engine, selector=Selector(), replay=list(files), fmt=fmt, output=output,
                        min_confidence=min_confidence, fail_on=fail_on, quiet=True, poll=0.05))
 
