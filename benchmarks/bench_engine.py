@@ -139,12 +139,12 @@ def per_rule(engine: Engine, events: list[dict]) -> None:
         for ev in events[start:start + PER_SAMPLE]:
             watch.cache = {}
             ts = float(ev.get("timestamp") or 0.0)
-            for rule in engine.by_type.get(ev["type"], []) + engine.any_type:
-                state = watch.states[rule.id]
+            for pred, feed, _excs, state in watch._targets(str(ev["type"])):
                 t0 = clock()
-                matched = rule.predicate(ev)
-                state.feed(ev, ts, matched)
-                cost[rule.id] = cost.get(rule.id, 0.0) + clock() - t0
+                matched = True if pred is None else pred(ev)
+                feed(ev, ts, matched)
+                rid = state.rule.id
+                cost[rid] = cost.get(rid, 0.0) + clock() - t0
     total = sum(cost.values())
     print(f"per-rule cost over {len(events):,} events (predicate + detector feed):")
     for rid, sec in sorted(cost.items(), key=lambda kv: -kv[1]):

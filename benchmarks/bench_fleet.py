@@ -1,6 +1,6 @@
 """A fleet of concurrent samples watched live: watcher CPU, eval slowdown, latency.
 
-    python benchmarks/bench_fleet.py [--samples 300] [--turns 20] [--tool-delay 3]
+    python benchmarks/bench_fleet.py [--samples 300] [--turns 10] [--tool-delay 6]
                                      [--poll 1] [--repeat-every 5]
 
 Runs the same eval twice in one invocation (A/B, one after the other so they do
@@ -82,8 +82,10 @@ def tail(path: Path, seen: dict[str, tuple[float, dict[str, Any]]],
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=300)
-    ap.add_argument("--turns", type=int, default=20)
-    ap.add_argument("--tool-delay", type=float, default=3.0)
+    # few turns, long tools: ~60 s per sample at a modest eval CPU cost (the eval itself
+    # is CPU-bound on a small machine with 300 samples at once)
+    ap.add_argument("--turns", type=int, default=10)
+    ap.add_argument("--tool-delay", type=float, default=6.0)
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--repeat-every", type=int, default=5)
     ap.add_argument("--skip-baseline", action="store_true")
