@@ -55,9 +55,9 @@ def _load(text: str) -> None:
                 assert err.render()  # rendering never fails either
 
 
-# YAML rejects most control characters in the reader; ``load_docs`` builds its reader
-# outside its try (a loader bug, see test_control_characters_are_a_located_error), so
-# the general fuzz keeps to characters YAML accepts and that test covers the rest.
+# Structured strategies keep to characters YAML accepts so they reach past the reader;
+# test_random_text_any_characters and test_control_characters_are_a_located_error
+# cover the characters the YAML reader refuses.
 PRINTABLE = st.characters(exclude_categories=("Cc", "Cs", "Cn"), include_characters="\t\n\r")
 texts = st.text(PRINTABLE, max_size=30)
 scalars = (st.none() | st.booleans() | st.integers(-10**6, 10**6)
@@ -78,6 +78,12 @@ YAML_TOKENS = ["id:", "detect:", "repeat:", "regex:", " ", "\n", "  ", "- ", ": 
 @FUZZ
 @given(st.text(PRINTABLE, max_size=300))
 def test_random_text(text: str) -> None:
+    _load(text)
+
+
+@FUZZ
+@given(st.text(max_size=200))
+def test_random_text_any_characters(text: str) -> None:
     _load(text)
 
 
