@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from typing import Any
 
 from inspect_ai import Task, task
@@ -37,8 +38,14 @@ def shell() -> Tool:
     return execute
 
 
+# Inspect caches generate() results on disk across runs; a per-run nonce in the input
+# keeps every run's model calls real (a cached turn would skip a scripted `raise`).
+RUN = f"{os.getpid()}-{time.time_ns()}"
+
+
 def sample(sample_id: str, steps: list[dict[str, Any]]) -> Sample:
-    return Sample(id=sample_id, input=f"Solve it.\n<script>{json.dumps(steps)}</script>",
+    return Sample(id=sample_id,
+                  input=f"Solve it (run {RUN}).\n<script>{json.dumps(steps)}</script>",
                   target="42")
 
 
