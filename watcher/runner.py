@@ -16,6 +16,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ from watcher.sources.base import (
     TaskInfo,
 )
 from watcher.state import WatchState
-from watcher.stream import SampleStream
+from watcher.stream import SampleStream, StreamItem
 
 Output = Finding | Notice
 
@@ -69,8 +70,10 @@ class TaskWatcher:
     """One task of one source: its samples' streams and rule state."""
 
     def __init__(self, source: Source, task: TaskInfo, engine: Engine, opts: RunOptions,
-                 state: WatchState, emit: Callable[[Output], None]) -> None:
+                 state: WatchState, emit: Callable[[Output], None],
+                 pool: ThreadPoolExecutor | None = None) -> None:
         self.source = source
+        self.pool = pool
         self.task = task
         self.engine = engine
         self.opts = opts
@@ -128,18 +131,41 @@ class TaskWatcher:
             changed.add(key)
             self._on_row(key, row, now)
         self.as_of = listing.as_of
+        due: list[tuple[tuple[str, int], SampleStream]] = []
         for key, stream in list(self.streams.items()):
             if stream.done:
                 continue
             row = self.rows.get(key)
-            due = (key in changed or (row is not None and row.terminal) or self.opts.once
-                   or now - self.last_polled.get(key, 0.0) >= self.opts.resync_every)
-            if due:
-                self._poll(key, stream, now)
+            if (key in changed or (row is not None and row.terminal) or self.opts.once
+                    or now - self.last_polled.get(key, 0.0) >= self.opts.resync_every):
+                due.append((key, stream))
             else:
                 stream.polls_without_change += 1
+        # reads in parallel (each stream touched by one thread; the source caps requests
+        # in flight), rule evaluation afterwards on this thread, in sample order
+        failure: SourceError | None = None
+        for (key, stream), result in zip(due, self._fetch_all(due, now), strict=True):
+            if isinstance(result, SourceError) and not isinstance(result, NotFound):
+                failure = failure or result  # apply every read that worked first
+                continue
+            self._poll(key, stream, now, result)
+        if failure is not None:
+            raise failure
+        for key, stream in self.streams.items():
             if not stream.done:
                 self._tick(key, stream, now)
+
+    def _fetch_all(self, due: list[tuple[tuple[str, int], SampleStream]],
+                   now: float) -> list[StreamItem | SourceError]:
+        def fetch(stream: SampleStream) -> StreamItem | SourceError:
+            try:
+                return stream.poll(self.source, now)
+            except SourceError as e:
+                return e
+
+        if len(due) <= 1 or self.pool is None:
+            return [fetch(stream) for _, stream in due]
+        return list(self.pool.map(fetch, [stream for _, stream in due]))
 
     def _since(self) -> float | None:
         # a small overlap: rows are state, not a stream, so seeing one twice is harmless
@@ -180,17 +206,24 @@ class TaskWatcher:
         self.notice("attempt", f"sample {key[0]} epoch {key[1]} started attempt {attempt}", key,
                     attempt=attempt)
 
-    def _poll(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
+    def _poll(self, key: tuple[str, int], stream: SampleStream, now: float,
+              result: StreamItem | SourceError | None = None) -> None:
         self.last_polled[key] = now
-        try:
-            item = stream.poll(self.source, now)
-        except NotFound:
+        if result is None:
+            try:
+                result = stream.poll(self.source, now)
+            except SourceError as e:
+                result = e
+        if isinstance(result, NotFound):
             row = self.rows.get(key)
             if row is not None and row.terminal:
                 self.notice("gap", f"sample {key[0]} epoch {key[1]} finished but its events "
                             "could not be read", key)
                 self._finish(key, stream, now)
             return
+        if isinstance(result, SourceError):
+            raise result
+        item = result
         watch = self.watches[key]
         events = item.events
         if item.new_attempt is not None:
@@ -252,6 +285,8 @@ class SourceWatcher:
         self.emit = emit
         self.label = label
         self.tasks: dict[str, TaskWatcher] = {}
+        # page reads in flight per source; HttpSource caps them again per process
+        self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"read-{label}")
         self.gone = False
         self.finished = False
         self.cycles = 0
@@ -269,7 +304,7 @@ class SourceWatcher:
                 tw = self.tasks.get(info.eval_id)
                 if tw is None:
                     tw = TaskWatcher(self.source, info, self.engine, self.opts, self.state,
-                                     self.emit)
+                                     self.emit, self.pool)
                     self.tasks[info.eval_id] = tw
                 else:
                     tw.task = info
@@ -359,6 +394,7 @@ class SourceWatcher:
                     break
                 stop.wait(max(0.0, self.opts.poll - (time.monotonic() - started)))
         finally:
+            self.pool.shutdown(wait=False)
             self.source.close()
 
 
