@@ -51,6 +51,12 @@ def fmt_span(f: Finding) -> str:
     return f"{span}, {times}"
 
 
+def fmt_event_times(timestamps: tuple[float, ...], limit: int) -> str:
+    """``hh:mm:ssZ, …`` for the first ``limit`` evidence events, with the total if cut."""
+    shown = ", ".join(fmt_clock(t) for t in timestamps[:limit])
+    return shown + (f", … ({len(timestamps)} events)" if len(timestamps) > limit else "")
+
+
 def fmt_number(v: Any) -> str:
     """Numbers for humans: ints plain, floats to 3 significant decimals."""
     if isinstance(v, bool):

@@ -19,6 +19,7 @@ from watcher.reporters._format import (
     finding_handoff,
     fmt_clock,
     fmt_duration,
+    fmt_event_times,
     fmt_facts,
     fmt_number,
     fmt_span,
@@ -128,9 +129,7 @@ def _finding_html(f: Finding) -> str:
         parts.append(f"<li>why {_h(f.confidence, 20)}: {_h(f.confidence_reason)}</li>")
     ev = f.evidence
     if ev.timestamps:
-        shown = ", ".join(fmt_clock(t) for t in ev.timestamps[:8])
-        more = f", … ({len(ev.timestamps)} events)" if len(ev.timestamps) > 8 else ""
-        parts.append(f"<li>events at: {_h(shown + more)}</li>")
+        parts.append(f"<li>events at: {_h(fmt_event_times(ev.timestamps, 8))}</li>")
     if ev.facts:
         parts.append(f"<li>evidence: {_h(fmt_facts(ev.facts), 1200)}</li>")
     if s.log_location:

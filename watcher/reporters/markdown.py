@@ -22,6 +22,7 @@ from watcher.reporters._format import (
     finding_handoff,
     fmt_clock,
     fmt_duration,
+    fmt_event_times,
     fmt_facts,
     fmt_number,
     fmt_span,
@@ -103,9 +104,7 @@ def _finding_section(f: Finding) -> list[str]:
         lines.append(f"- why {E(f.confidence)}: {E(f.confidence_reason, 500)}")
     ev = f.evidence
     if ev.timestamps:
-        shown = ", ".join(fmt_clock(t) for t in ev.timestamps[:8])
-        more = f", … ({len(ev.timestamps)} events)" if len(ev.timestamps) > 8 else ""
-        lines.append(f"- events at: {E(shown + more)}")
+        lines.append(f"- events at: {E(fmt_event_times(ev.timestamps, 8))}")
     if ev.facts:
         lines.append(f"- evidence: {E(fmt_facts(ev.facts), 1200)}")
     if s.log_location:

@@ -22,6 +22,7 @@ from watcher.reporters._format import (
     finding_handoff,
     fmt_clock,
     fmt_duration,
+    fmt_event_times,
     fmt_facts,
     fmt_id,
     fmt_span,
@@ -180,9 +181,7 @@ class TextReporter(Reporter):
             lines.append(f"  summary: {one(f.summary, 500)}")
         ev = f.evidence
         if ev.timestamps:
-            shown = ", ".join(fmt_clock(t) for t in ev.timestamps[:5])
-            more = f", … ({len(ev.timestamps)} events)" if len(ev.timestamps) > 5 else ""
-            lines.append(f"  events at: {shown}{more}")
+            lines.append(f"  events at: {fmt_event_times(ev.timestamps, 5)}")
         if ev.facts:
             lines.append(f"  evidence: {fmt_facts(ev.facts)}")
         for ex in ev.excerpts[: self.max_excerpts]:
