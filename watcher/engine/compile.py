@@ -742,14 +742,88 @@ _TEXT_CACHE: list[tuple[Any, dict[tuple[str, bool, bool], str]]] = [(None, {})]
 
 
 def _combine(compiled: list[re.Pattern[str]], flags: int) -> Callable[[str], Any]:
-    """One search for a list of regexes (an alternation), when they combine cleanly."""
+    """One search for a list of regexes (an alternation), when they combine cleanly.
+
+    The search is guarded by a literal prefilter where the pattern allows one (see
+    :func:`required_literals`): most agent text contains none of a rule's keywords,
+    and a substring test is an order of magnitude cheaper than a regex scan.
+    """
     if len(compiled) == 1:
-        return compiled[0].search
+        combined = compiled[0]
+    else:
+        try:
+            combined = re.compile("|".join(f"(?:{c.pattern})" for c in compiled), flags)
+        except re.error:  # e.g. duplicate group names: fall back to one search each
+            searches = tuple(c.search for c in compiled)
+            return lambda t: next((m for m in (s(t) for s in searches) if m is not None), None)
+    search = combined.search
+    lits = None if combined.flags & re.IGNORECASE else required_literals(combined.pattern)
+    if not lits:
+        return search
+    needles = tuple(sorted(lits, key=len, reverse=True))
+    return lambda t: search(t) if any(n in t for n in needles) else None
+
+
+def required_literals(pattern: str) -> frozenset[str] | None:
+    """Strings of which every match of ``pattern`` contains at least one, or ``None``.
+
+    Derived from the parsed pattern: a run of literal characters, or for an
+    alternation the union over its branches. ``None`` when some match could avoid
+    every literal of two or more characters (then no prefilter is safe).
+    """
     try:
-        return re.compile("|".join(f"(?:{c.pattern})" for c in compiled), flags).search
-    except re.error:  # e.g. duplicate group names: fall back to one search each
-        searches = tuple(c.search for c in compiled)
-        return lambda t: next((m for m in (s(t) for s in searches) if m is not None), None)
+        import re._parser as sre_parse  # type: ignore[import-not-found]
+        from re import _constants as c  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - other Python versions
+        return None
+    try:
+        parsed = sre_parse.parse(pattern)
+    except (re.error, RecursionError, ValueError):
+        return None
+    if parsed.state.flags & (c.SRE_FLAG_IGNORECASE | c.SRE_FLAG_VERBOSE):
+        return None
+
+    def seq(items: Any) -> frozenset[str] | None:
+        best: frozenset[str] | None = None
+
+        def consider(cand: frozenset[str] | None) -> None:
+            nonlocal best
+            if cand and min(map(len, cand)) >= 2 and (
+                    best is None or min(map(len, cand)) > min(map(len, best))):
+                best = cand
+
+        run: list[str] = []
+        for op, av in items:
+            if op is c.LITERAL:
+                run.append(chr(av))
+                continue
+            consider(frozenset({"".join(run)}) if run else None)
+            run = []
+            consider(node(op, av))
+        consider(frozenset({"".join(run)}) if run else None)
+        return best
+
+    def node(op: Any, av: Any) -> frozenset[str] | None:
+        if op is c.SUBPATTERN:
+            _group, add_flags, del_flags, sub = av
+            if add_flags & c.SRE_FLAG_IGNORECASE:
+                return None
+            return seq(sub)
+        if op is c.BRANCH:
+            out: set[str] = set()
+            for alt in av[1]:
+                got = seq(alt)
+                if not got:
+                    return None
+                out |= got
+            return frozenset(out)
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1:
+            return seq(av[2])
+        if op is c.ATOMIC_GROUP:
+            return seq(av)
+        return None
+
+    return seq(parsed)
 
 
 def _to_text(v: Any) -> str:

@@ -1,0 +1,61 @@
+"""The literal prefilter in front of rule regexes never changes a match result."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from watcher.engine.compile import _combine, required_literals
+from watcher.resources import bundled_dir
+
+
+def _pack_patterns() -> list[str]:
+    pats: list[str] = []
+    for path in sorted(bundled_dir("rules").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict):
+                for values in (doc.get("lists") or {}).values():
+                    pats += [v for v in values if isinstance(v, str)]
+    return pats
+
+
+def _valid(p: str) -> bool:
+    try:
+        re.compile(p)
+        return True
+    except re.error:
+        return False
+
+
+PATTERNS = [p for p in _pack_patterns() if _valid(p)]
+
+
+def test_known_shapes() -> None:
+    assert required_literals(r"\b(cat|less|head)\s") == {"cat", "less", "head"}
+    assert required_literals(r"expected[_-]?(output|answer)s?") == {"expected"}
+    assert required_literals(r"a.*b") is None
+    assert required_literals(r"foo|b") is None  # one branch has no 2-char literal
+    assert required_literals(r"(?i)Foo") is None
+    assert required_literals(r"(?:x+)?foo") == {"foo"}
+
+
+def test_the_pack_has_prefilterable_patterns() -> None:
+    assert PATTERNS
+    assert sum(required_literals(p) is not None for p in PATTERNS) >= len(PATTERNS) // 2
+
+
+_alphabet = st.sampled_from(list("abcdefghijklmnopqrstuvwxyz0123456789 _-./()|&;'\"\n"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_prefiltered_search_equals_plain_search(data: st.DataObject) -> None:
+    pattern = data.draw(st.sampled_from(PATTERNS))
+    lits = sorted(required_literals(pattern) or {"x"})
+    pieces = st.one_of(st.text(_alphabet, max_size=6), st.sampled_from(lits))
+    text = "".join(data.draw(st.lists(pieces, max_size=12)))
+    compiled = re.compile(pattern)
+    assert (_combine([compiled], 0)(text) is None) == (compiled.search(text) is None)
