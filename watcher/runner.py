@@ -137,6 +137,7 @@ class TaskWatcher:
                 continue
             row = self.rows.get(key)
             if (key in changed or (row is not None and row.terminal) or self.opts.once
+                    or stream.behind
                     or now - self.last_polled.get(key, 0.0) >= self.opts.resync_every):
                 due.append((key, stream))
             else:
@@ -290,6 +291,7 @@ class SourceWatcher:
         self.gone = False
         self.finished = False
         self.cycles = 0
+        self.behind = False
         self.last_poll_at: float | None = None
         self._failures = 0
 
@@ -324,7 +326,10 @@ class SourceWatcher:
                                  details={"transient": e.transient}))
         self.cycles += 1
         self.last_poll_at = now
-        if self.opts.once or (self.tasks and all(t.finished for t in self.tasks.values())):
+        behind = self.behind = any(
+            s.behind for t in self.tasks.values() for s in t.streams.values())
+        if (self.opts.once and not behind) or (
+                self.tasks and all(t.finished for t in self.tasks.values())):
             self.finished = True
 
     def _gone(self, reason: str) -> None:
@@ -392,7 +397,8 @@ class SourceWatcher:
                 self.cycle()
                 if self.finished or self.gone:
                     break
-                stop.wait(max(0.0, self.opts.poll - (time.monotonic() - started)))
+                if not self.behind:  # a backlog is read at once, not one budget per poll
+                    stop.wait(max(0.0, self.opts.poll - (time.monotonic() - started)))
         finally:
             self.pool.shutdown(wait=False)
             self.source.close()

@@ -92,6 +92,8 @@ class SampleStream:
         self.polls_without_change = 0
         self.last_event: Event | None = None
         self._observed = 0
+        # the last poll stopped at its page budget with more to read: poll again soon
+        self.behind = False
 
     # -- state for --state files -------------------------------------------
 
@@ -132,6 +134,7 @@ class SampleStream:
         page_start = self._reread[0] if self._reread is not None else self.cursor
         reread: tuple[str | None] | None = None
         observed = held = 0
+        self.behind = True  # until a page shows we caught up
         for pages in range(MAX_PAGES_PER_POLL):
             try:
                 page: EventPage = source.events(
@@ -182,8 +185,10 @@ class SampleStream:
                 page_start = page.next
             if page.done:
                 item.done = True
+                self.behind = False
                 break
             if not advanced:
+                self.behind = False
                 break
         self.cursor = page_start
         self._reread = reread

@@ -1,0 +1,44 @@
+"""Page budgets never truncate a read: small pages give the same findings as large ones."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from watcher.cli import load_engine
+from watcher.state import WatchState
+from watcher.watch import Watch, WatchConfig
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "inspect"
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.findings: dict[str, Any] = {}
+
+    def finding(self, f: Any) -> None:
+        self.findings[f.id] = (f.rule, f.sample.sample_id, f.count, f.confidence)
+
+    def notice(self, n: Any) -> None: ...
+    def status(self, s: Any) -> None: ...
+
+
+def _run(log_dir: Path, page_limit: int) -> tuple[dict[str, Any], list[int]]:
+    sink = Collect()
+    watch = Watch(load_engine((), (), (), None), WatchConfig(log_dir=str(log_dir), once=True),
+                  WatchState(), [sink])
+    watch.opts.page_limit = page_limit
+    watch.run()
+    delivered = [s.delivered for sw in watch.runner.watchers.values()
+                 for tw in sw.tasks.values() for s in tw.streams.values()]
+    return sink.findings, delivered
+
+
+def test_one_event_pages_read_everything(tmp_path: Path) -> None:
+    shutil.copy(CORPUS / "docent-intercode-ctf-gpt4o.eval", tmp_path)
+    big, big_n = _run(tmp_path, 500)
+    small, small_n = _run(tmp_path, 1)  # far more pages than one poll's budget
+    assert big and small == big
+    assert small_n == big_n
+    assert max(small_n) > 20  # a sample needed more one-event pages than one poll allows
