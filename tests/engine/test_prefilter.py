@@ -47,7 +47,7 @@ def test_the_pack_has_prefilterable_patterns() -> None:
     assert sum(required_literals(p) is not None for p in PATTERNS) >= len(PATTERNS) // 2
 
 
-_alphabet = st.sampled_from(list("abcdefghijklmnopqrstuvwxyz0123456789 _-./()|&;'\"\n"))
+_alphabet = st.sampled_from(list("abcdefghijklmnopqrstuvwxyzTSIK0123456789 _-./()|&;'\"\nſıK"))
 
 
 @settings(max_examples=300, deadline=None)
@@ -59,3 +59,9 @@ def test_prefiltered_search_equals_plain_search(data: st.DataObject) -> None:
     text = "".join(data.draw(st.lists(pieces, max_size=12)))
     compiled = re.compile(pattern)
     assert (_combine([compiled], 0)(text) is None) == (compiled.search(text) is None)
+    # a case-insensitive rule: the engine lower-cases (and folds ı, ſ) the text and
+    # drops IGNORECASE where it can; the result must equal the plain IGNORECASE search
+    folded = text.lower().translate({0x131: "i", 0x17F: "s"})
+    flags = re.IGNORECASE if any(ch.isupper() for ch in pattern) else 0
+    fast = _combine([re.compile(pattern, flags)], flags, lowered=True)
+    assert (fast(folded) is None) == (re.search(pattern, text, re.IGNORECASE) is None)

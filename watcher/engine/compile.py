@@ -398,6 +398,7 @@ def bound_text(text: str) -> str:
 
 
 _WS = re.compile(r"\s+")
+_EXTRA_FOLDS = {0x131: "i", 0x17F: "s"}
 
 
 def norm_ws(text: str) -> str:
@@ -665,7 +666,9 @@ class PredicateCompiler:
         def prep(s: str) -> str:
             if nws:
                 s = norm_ws(s)
-            return s.lower() if icase else s
+            # lower() plus the two extra ASCII case equivalents of `re` (ı ~ i, ſ ~ s):
+            # lower-cased text then matches exactly as IGNORECASE would
+            return s.lower().translate(_EXTRA_FOLDS) if icase else s
 
         tests: list[Callable[[str], bool]] = []
         ok = True
@@ -690,7 +693,7 @@ class PredicateCompiler:
                         c.isupper() for c in "".join(c.pattern for c in compiled)) else 0
                     compiled = [re.compile(c.pattern, flags) if c.flags & re.IGNORECASE
                                 and not flags else c for c in compiled]
-                    search = _combine(compiled, flags)
+                    search = _combine(compiled, flags, lowered=icase)
                     tests.append(lambda t, s=search: s(t) is not None)  # type: ignore[misc]
         for key in ("contains", "any_of", "all_of", "equals"):
             if key not in spec:
@@ -741,12 +744,15 @@ class PredicateCompiler:
 _TEXT_CACHE: list[tuple[Any, dict[tuple[str, bool, bool], str]]] = [(None, {})]
 
 
-def _combine(compiled: list[re.Pattern[str]], flags: int) -> Callable[[str], Any]:
+def _combine(compiled: list[re.Pattern[str]], flags: int,
+             lowered: bool = False) -> Callable[[str], Any]:
     """One search for a list of regexes (an alternation), when they combine cleanly.
 
     The search is guarded by a literal prefilter where the pattern allows one (see
     :func:`required_literals`): most agent text contains none of a rule's keywords,
     and a substring test is an order of magnitude cheaper than a regex scan.
+    ``lowered`` says the text is already lower-case, so case-insensitive literals can
+    be tested in lower case.
     """
     if len(compiled) == 1:
         combined = compiled[0]
@@ -757,19 +763,23 @@ def _combine(compiled: list[re.Pattern[str]], flags: int) -> Callable[[str], Any
             searches = tuple(c.search for c in compiled)
             return lambda t: next((m for m in (s(t) for s in searches) if m is not None), None)
     search = combined.search
-    lits = None if combined.flags & re.IGNORECASE else required_literals(combined.pattern)
+    lits = required_literals(combined.pattern, lowered=lowered,
+                             ignore_case=bool(combined.flags & re.IGNORECASE))
     if not lits:
         return search
     needles = tuple(sorted(lits, key=len, reverse=True))
     return lambda t: search(t) if any(n in t for n in needles) else None
 
 
-def required_literals(pattern: str) -> frozenset[str] | None:
+def required_literals(pattern: str, *, lowered: bool = False,
+                      ignore_case: bool = False) -> frozenset[str] | None:
     """Strings of which every match of ``pattern`` contains at least one, or ``None``.
 
     Derived from the parsed pattern: a run of literal characters, or for an
     alternation the union over its branches. ``None`` when some match could avoid
-    every literal of two or more characters (then no prefilter is safe).
+    every literal of two or more characters (then no prefilter is safe). A
+    case-insensitive pattern (or group) has usable literals only when the text is
+    ``lowered``: they are then returned in lower case.
     """
     try:
         import re._parser as sre_parse  # type: ignore[import-not-found]
@@ -780,10 +790,21 @@ def required_literals(pattern: str) -> frozenset[str] | None:
         parsed = sre_parse.parse(pattern)
     except (re.error, RecursionError, ValueError):
         return None
-    if parsed.state.flags & (c.SRE_FLAG_IGNORECASE | c.SRE_FLAG_VERBOSE):
+    if parsed.state.flags & c.SRE_FLAG_VERBOSE:
         return None
+    if (ignore_case or parsed.state.flags & c.SRE_FLAG_IGNORECASE) and not lowered:
+        return None
+    # under a case-insensitive match of lower-cased text, a literal is found lower-cased
+    # (ASCII only: a few non-ASCII letters fold to more than one character)
+    fold = bool(ignore_case or parsed.state.flags & c.SRE_FLAG_IGNORECASE)
 
-    def seq(items: Any) -> frozenset[str] | None:
+    def lit(ch: int, folding: bool) -> str | None:
+        s = chr(ch)
+        if not folding:
+            return s
+        return s.lower() if s.isascii() else None
+
+    def seq(items: Any, folding: bool) -> frozenset[str] | None:
         best: frozenset[str] | None = None
 
         def consider(cand: frozenset[str] | None) -> None:
@@ -794,36 +815,41 @@ def required_literals(pattern: str) -> frozenset[str] | None:
 
         run: list[str] = []
         for op, av in items:
-            if op is c.LITERAL:
-                run.append(chr(av))
+            ch = lit(av, folding) if op is c.LITERAL else None
+            if ch is not None:
+                run.append(ch)
                 continue
             consider(frozenset({"".join(run)}) if run else None)
             run = []
-            consider(node(op, av))
+            consider(node(op, av, folding))
         consider(frozenset({"".join(run)}) if run else None)
         return best
 
-    def node(op: Any, av: Any) -> frozenset[str] | None:
+    def node(op: Any, av: Any, folding: bool) -> frozenset[str] | None:
         if op is c.SUBPATTERN:
             _group, add_flags, del_flags, sub = av
             if add_flags & c.SRE_FLAG_IGNORECASE:
-                return None
-            return seq(sub)
+                if not lowered:
+                    return None
+                folding = True
+            if del_flags & c.SRE_FLAG_IGNORECASE:
+                folding = False
+            return seq(sub, folding)
         if op is c.BRANCH:
             out: set[str] = set()
             for alt in av[1]:
-                got = seq(alt)
+                got = seq(alt, folding)
                 if not got:
                     return None
                 out |= got
             return frozenset(out)
         if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1:
-            return seq(av[2])
+            return seq(av[2], folding)
         if op is c.ATOMIC_GROUP:
-            return seq(av)
+            return seq(av, folding)
         return None
 
-    return seq(parsed)
+    return seq(parsed, fold)
 
 
 def _to_text(v: Any) -> str:
