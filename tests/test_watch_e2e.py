@@ -57,6 +57,10 @@ def test_live_watch_finds_loops_and_matches_post_hoc(eval_runner: Any, tmp_path:
     assert rep["confidence"] == "high" and rep["count"] >= 3
     assert rep["task"] == "loops" and rep["epoch"] == 1 and rep["attempt"] == 1
     assert rep["schema"] == 1 and rep["evidence"]["event_uuids"]
+    # the hand-off names the live ways out, for this process, and never claims an action
+    assert f"kill -INT {proc.proc.pid}" in rep["handoff"]
+    assert "inspect ctl sample cancel" in rep["handoff"] and "--dry-run" in rep["handoff"]
+    assert "has not cancelled" in rep["handoff"]
 
     # the same run read back from its log gives the same findings
     post = tmp_path / "post.jsonl"
@@ -67,6 +71,10 @@ def test_live_watch_finds_loops_and_matches_post_hoc(eval_runner: Any, tmp_path:
     assert {k: (v["confidence"], v["count"]) for k, v in got.items()} == {
         k: (v["confidence"], v["count"]) for k, v in post_got.items()}
     assert {v["id"] for v in got.values()} == {v["id"] for v in post_got.values()}
+    # read from a finished run's log, there is nothing left to cancel
+    assert all("inspect ctl sample cancel" not in v["handoff"]
+               and "kill -INT" not in v["handoff"] and "finished run" in v["handoff"]
+               for v in post_got.values())
 
 
 def test_retried_sample_is_labelled_with_its_attempt(eval_runner: Any) -> None:

@@ -64,9 +64,21 @@ def sample_cancel_command(f: Finding, *, dry_run: bool) -> str:
     return " ".join(parts)
 
 
-def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool) -> str:
-    """The human-facing "what now" for a finding; never claims the watcher acted."""
+def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
+                 live: bool = True) -> str:
+    """The human-facing "what now" for a finding; never claims the watcher acted.
+
+    ``live=False`` (a finished run read from its logs) leaves out the ways to stop a
+    sample: there is nothing running to stop, only a transcript to read.
+    """
     s = f.sample
+    if not live:
+        lines = [f"{HANDOFF_MARKER}: this was read from a finished run's log; "
+                 "nothing was changed."]
+        if s.log_location:
+            where = shlex.quote(s.log_location)
+            lines.append(f"Log: {where} (open with: {view_command(s.log_location)})")
+        return "\n".join(lines)
     lines = [
         f"{HANDOFF_MARKER}: it has not cancelled, stopped or changed anything.",
         "If this sample should stop, the person running the eval can:",

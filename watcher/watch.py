@@ -14,12 +14,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from watcher.discovery import list_servers
 from watcher.engine import Engine
 from watcher.findings import Finding, Notice, confidence_rank
+from watcher.reporters._format import finding_handoff
 from watcher.reporters.base import (
     RunSummary,
     SampleSummary,
@@ -86,6 +87,8 @@ class Watch:
         self._interrupted = False
         self._known_pids: set[int] = set()
         self.started_at = time.time()
+        # findings read from logs or recordings are about runs that are over
+        self.live = not (config.log_dir or config.replay)
 
     # -- sources -----------------------------------------------------------
 
@@ -138,6 +141,9 @@ class Watch:
             for sink in self.sinks:
                 sink.notice(item)
             return
+        # the hand-off names what a person can do (cancel commands, kill -INT PID) for
+        # every reporter, JSONL included, so an agent reading findings gets them too
+        item = replace(item, handoff=finding_handoff(item, live=self.live))
         self.findings[item.id] = item
         if confidence_rank(item.confidence) < confidence_rank(self.config.min_confidence):
             return

@@ -84,7 +84,7 @@ def fmt_facts(facts: Mapping[str, Any], limit: int = 8, value_len: int = 120) ->
     return ", ".join(parts)
 
 
-def finding_handoff(f: Finding) -> str:
+def finding_handoff(f: Finding, live: bool = True) -> str:
     """The hand-off to print: the finding's own text plus the generated actions.
 
     Rules may carry their own advice in ``handoff``; the generated part (what the
@@ -93,7 +93,7 @@ def finding_handoff(f: Finding) -> str:
     """
     if HANDOFF_MARKER in f.handoff:
         return f.handoff
-    generated = handoff_text(f, f.sample.pid, detect_sample_cancel())
+    generated = handoff_text(f, f.sample.pid, live and detect_sample_cancel(), live=live)
     return f"{f.handoff.rstrip()}\n{generated}" if f.handoff.strip() else generated
 
 
