@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.engine.util import REF, episodes, load_text, model, run, tool
 from watcher.engine import Engine, RunContext, SampleStatus, materialise
@@ -383,3 +384,40 @@ def test_sample_outlier(tmp_path: Path) -> None:
     assert watch.sample_row({"status": "running", "total_tokens": 200}, ctx) == []
     (f,) = watch.sample_row({"status": "running", "total_tokens": 500}, ctx)
     assert f.rule == "token-outlier" and f.evidence.facts["outlier_ratio"] > 3
+
+
+def _unseen_rule(tmp_path: Path) -> Any:
+    from watcher.engine import Engine, load_rules
+
+    path = tmp_path / "unseen.yaml"
+    path.write_text(
+        "id: guessed\ntitle: t\ndescription: d\ncategory: shortcut\nseverity: info\n"
+        "events: [tool]\nneeds: content\n"
+        "detect:\n  unseen:\n    value: args.answer\n"
+        "    when: {where: \"function == 'submit'\"}\n"
+        "    seen_in: {where: \"function != 'submit'\"}\n    keep: 2\n"
+        "confidence: {base: low, reason: r}\nmessage: m\n")
+    return Engine(load_rules(paths=[str(path)], builtin=False))
+
+
+def _tool(fn: str, args: dict[str, Any], result: str = "", ts: float = 1.0) -> dict[str, Any]:
+    import json as _json
+
+    from watcher.events import normalise as _n
+
+    return _n({"event": "tool", "uuid": f"{fn}{ts}", "timestamp": ts, "function": fn,
+               "arguments": _json.dumps(args), "result": result, "has_error": False})
+
+
+def test_unseen_fires_only_for_values_no_remembered_output_holds(tmp_path: Path) -> None:
+    from watcher.findings import SampleRef
+
+    engine = _unseen_rule(tmp_path)
+    w = engine.open_sample(SampleRef("t", "t", "e", "m", "s", 1))
+    assert not w.feed(_tool("bash", {"cmd": "x"}, "The Flag is FLAG{abc}", 1.0))
+    assert not w.feed(_tool("submit", {"answer": "flag{ABC}"}, "", 2.0))  # seen (case folded)
+    w.feed(_tool("bash", {"cmd": "y"}, "nothing", 3.0))
+    w.feed(_tool("bash", {"cmd": "z"}, "still nothing", 4.0))  # keep=2: FLAG{abc} forgotten
+    (f,) = w.feed(_tool("submit", {"answer": "flag{abc}"}, "", 5.0))
+    assert f.rule == "guessed" and f.evidence.facts["searched"] == 2
+    assert f.evidence.facts["value"] == "flag{abc}"

@@ -1278,9 +1278,90 @@ class SampleRowState(RuleState):
         return self.update(ep)
 
 
+# --------------------------------------------------------------------------- unseen
+
+
+@dataclass
+class UnseenSpec:
+    """A value (e.g. the submitted answer) that none of the earlier outputs contained.
+
+    The last ``keep`` texts of ``seen_in`` events are remembered (lower-cased, so the
+    state stays bounded); a ``when`` event whose ``value`` (trimmed, lower-cased, at
+    least ``min_length`` characters) occurs in none of them is a hit.
+    """
+
+    value: CompiledPath
+    when: Pred
+    seen_in: Pred
+    field: CompiledPath
+    keep: int = 50
+    min_length: int = 3
+    gap: Window | None = None
+    kind: str = "unseen"
+    FACTS = COMMON_FACTS | {"value", "searched"}
+
+    @classmethod
+    def parse(cls, value: Any, ctx: Ctx, path: Path_,
+              pc: PredicateCompiler) -> UnseenSpec | None:
+        if not ctx.expect(value, dict, path, "unseen"):
+            return None
+        if not ctx.check_keys(value, path, ["value", "when", "seen_in", "field", "keep",
+                                            "min_length", "gap"],
+                              ["value", "when", "seen_in"], section="detect.unseen"):
+            return None
+        val = compile_path(value["value"], ctx, path + ("value",), "value")
+        when = pc.compile(value["when"], path + ("when",), "when")
+        seen_in = pc.compile(value["seen_in"], path + ("seen_in",), "seen_in")
+        fld = compile_path(value.get("field", "result"), ctx, path + ("field",), "field")
+        keep = positive_int(value.get("keep", 50), ctx, path + ("keep",), "keep", 1, 1000)
+        min_length = positive_int(value.get("min_length", 3), ctx, path + ("min_length",),
+                                  "min_length", 1, 1000)
+        gap = parse_window(value["gap"], ctx, path + ("gap",), "gap") if "gap" in value else None
+        if (val is None or when is None or seen_in is None or fld is None or keep is None
+                or min_length is None or ("gap" in value and gap is None)):
+            return None
+        return cls(val, when, seen_in, fld, keep, min_length, gap)
+
+    @property
+    def min_count(self) -> int:
+        return 1
+
+    def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
+        return UnseenState(rule, watch, self)
+
+
+class UnseenState(EpisodicState):
+    def __init__(self, rule: Rule, watch: SampleWatch, spec: UnseenSpec) -> None:
+        super().__init__(rule, watch, spec.gap)
+        self.spec = spec
+        self.texts: deque[str] = deque(maxlen=spec.keep)
+
+    def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
+        if not matched:
+            return []
+        spec = self.spec
+        if spec.when(e):
+            raw = spec.value.get(e)
+            text = " ".join(key_text(raw).split()).lower() if raw is not None else ""
+            if len(text) >= spec.min_length and not any(text in t for t in self.texts):
+                return self.hit(e, ts, {"value": _short(text, 80),
+                                        "searched": len(self.texts)})
+            self.since_hit += 1
+            return self.gap_check(ts)
+        if spec.seen_in(e):
+            out = spec.field.get(e)
+            if out is not None:
+                self.texts.append(" ".join(key_text(out).split()).lower())
+        if self.ep is not None:
+            self.since_hit += 1
+            return self.gap_check(ts)
+        return []
+
+
 DETECTORS: dict[str, Any] = {
     "match": MatchSpec, "repeat": RepeatSpec, "threshold": ThresholdSpec,
     "sequence": SequenceSpec, "absence": AbsenceSpec, "idle": IdleSpec, "sample": SampleSpec,
+    "unseen": UnseenSpec,
 }
-EVENT_DETECTORS = frozenset({"match", "repeat", "threshold", "sequence", "absence"})
+EVENT_DETECTORS = frozenset({"match", "repeat", "threshold", "sequence", "absence", "unseen"})
 
