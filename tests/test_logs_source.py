@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
+from tests.corpus import CORPUS
 from watcher.attachments import find_refs, resolve_attachments, resolve_text
 from watcher.events import CONTENT_WIDTH, normalise
 from watcher.sources.base import BadResponse, NotFound, TaskInfo
 from watcher.sources.logs import LogSource, decode_cursor, encode_cursor, iter_log_samples
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = Path("/work/shared/corpus/inspect")
+
 CTF = CORPUS / "docent-intercode-ctf-gpt4o.eval"
 OXDNA = CORPUS / "metr-oxdna-claude-opus.eval"
 

@@ -6,11 +6,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from tests.corpus import CORPUS
 from watcher.cli import load_engine
 from watcher.state import WatchState
 from watcher.watch import Watch, WatchConfig
-
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "inspect"
 
 
 class Collect:
