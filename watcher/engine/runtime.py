@@ -109,6 +109,7 @@ class Engine:
 
     def __init__(self, rules: Iterable[Rule], suppressions: Iterable[ExceptionSpec] = ()) -> None:
         self.rules: list[Rule] = [r for r in rules if r.enabled]
+        self.order = {r.id: i for i, r in enumerate(self.rules)}  # load order, by id
         supp = list(suppressions)
         self.exceptions: dict[str, tuple[ExceptionSpec, ...]] = {}
         for r in self.rules:
@@ -173,7 +174,7 @@ class SampleWatch:
         if hit is None:
             eng = self.engine
             rules = eng.by_type.get(etype, []) + eng.any_type
-            rules.sort(key=lambda r: eng.rules.index(r))
+            rules.sort(key=lambda r: eng.order[r.id])
             hit = [(r.predicate, self.states[r.id].feed, eng.exceptions[r.id], self.states[r.id])
                    for r in rules]
             self._table[etype] = hit

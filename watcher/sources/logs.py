@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -161,7 +163,7 @@ class LogSource:
         self.fs_options = fs_options or {}
         self.unreadable: dict[str, str] = {}
         self._logs: dict[str, _LogEntry] = {}
-        self._samples: OrderedDict[tuple[str, str, int], _ParsedSample] = OrderedDict()
+        self._samples: OrderedDict[tuple[str, str, int, bool], _ParsedSample] = OrderedDict()
         self._json_logs: OrderedDict[str, Any] = OrderedDict()
         self._notices: list[str] = []
 
@@ -297,7 +299,7 @@ class LogSource:
         filter applies after slicing, a cursor for another attempt restarts at 0.
         ``types=None`` (or a set holding ``"all"``/``"*"``) means every type.
         """
-        parsed = self._parsed(task, str(sample_id), int(epoch))
+        parsed = self._parsed(task, str(sample_id), int(epoch), full=tier == "full")
         nonce, offset = decode_cursor(since)
         if nonce != parsed.nonce:
             offset = 0
@@ -306,8 +308,9 @@ class LogSource:
         next_offset = offset + len(scanned)
         wanted = None if types is None or types & {"all", "*"} else types
         unknown: set[str] = set()
-        out = [resolve_attachments(e, parsed.attachments, unknown) for e in scanned
-               if wanted is None or e.get("event") in wanted]
+        out = [resolve_attachments(e if tier == "full" else _light(e), parsed.attachments,
+                                   unknown)
+               for e in scanned if wanted is None or e.get("event") in wanted]
         if unknown:
             self._notices.append(
                 f"{task.log_location} sample {sample_id} epoch {epoch}: "
@@ -322,9 +325,10 @@ class LogSource:
         notices, self._notices = self._notices, []
         return notices
 
-    def _parsed(self, task: TaskInfo, sample_id: str, epoch: int) -> _ParsedSample:
+    def _parsed(self, task: TaskInfo, sample_id: str, epoch: int,
+                full: bool = True) -> _ParsedSample:
         entry = self._entry_for(task)
-        key = (entry.location, sample_id, epoch)
+        key = (entry.location, sample_id, epoch, full)
         cached = self._samples.get(key)
         if cached is not None:
             self._samples.move_to_end(key)
@@ -332,8 +336,14 @@ class LogSource:
         self._summaries(entry)
         if (sample_id, epoch) not in entry.ids:
             raise NotFound(f"{entry.location}: no sample {sample_id} epoch {epoch}")
-        sample = self._read_sample(entry, entry.ids[(sample_id, epoch)], epoch)
-        parsed = parse_sample(sample, epoch)
+        sid = entry.ids[(sample_id, epoch)]
+        # below the full tier a model event's input and call are never read: the sample's
+        # JSON straight from the .eval zip serves, without Inspect's (slow) validation
+        fast = None if full else read_eval_zip_sample(entry.location, sid, epoch)
+        if fast is not None:
+            parsed = parse_sample_json(fast, epoch)
+        else:
+            parsed = parse_sample(self._read_sample(entry, sid, epoch), epoch)
         self._samples[key] = parsed
         while len(self._samples) > self.cache_size:
             self._samples.popitem(last=False)
@@ -357,6 +367,89 @@ class LogSource:
         self._logs.clear()
         self._samples.clear()
         self._json_logs.clear()
+
+
+_HEAVY_MODEL_KEYS = frozenset({"input", "input_refs", "call", "config"})
+
+
+def _light(e: dict[str, Any]) -> dict[str, Any]:
+    """A model event without what only the ``full`` tier shows (the whole conversation)."""
+    if e.get("event") != "model":
+        return e
+    return {k: v for k, v in e.items() if k not in _HEAVY_MODEL_KEYS}
+
+
+_ZIPS: OrderedDict[tuple[str, float, int], Any] = OrderedDict()
+_ZIPS_LOCK = threading.Lock()
+
+
+def _open_zip(path: str) -> Any:
+    """An open ``ZipFile`` for ``path``, reused while the file is unchanged.
+
+    Reading the central directory of a 1,000-sample log costs milliseconds; doing it
+    once per sample made post-hoc scans quadratic in the number of samples.
+    """
+    import zipfile
+
+    st = os.stat(path)
+    key = (path, st.st_mtime, st.st_size)
+    with _ZIPS_LOCK:
+        z = _ZIPS.get(key)
+        if z is None:
+            z = zipfile.ZipFile(path)
+            _ZIPS[key] = z
+            while len(_ZIPS) > 8:
+                _ZIPS.popitem(last=False)[1].close()
+        else:
+            _ZIPS.move_to_end(key)
+        return _LockedZip(z)
+
+
+class _LockedZip:
+    """A shared ``ZipFile`` whose reads are serialised (threads share one file handle)."""
+
+    def __init__(self, z: Any) -> None:
+        self._z = z
+
+    def read(self, name: str) -> bytes:
+        with _ZIPS_LOCK:
+            data: bytes = self._z.read(name)
+        return data
+
+
+def read_eval_zip_sample(location: str, sid: Any, epoch: int) -> dict[str, Any] | None:
+    """A local ``.eval`` sample's stored JSON, or ``None`` (then Inspect's reader is used).
+
+    An ``.eval`` log is a zip of JSON documents (zstd-compressed in newer versions;
+    the ``zipfile-zstd`` package Inspect depends on teaches ``zipfile`` that).
+    """
+    path = location[len("file://"):] if location.startswith("file://") else location
+    if "://" in path or not path.endswith(".eval"):
+        return None
+    try:
+        import zipfile
+
+        try:
+            import zipfile_zstd  # noqa: F401  (registers zstd with zipfile)
+        except ImportError:
+            pass
+        z = _open_zip(path)
+        data = json.loads(z.read(f"samples/{sid}_epoch_{epoch}.json"))
+    except (OSError, KeyError, ValueError, NotImplementedError, RuntimeError,
+            zipfile.BadZipFile):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("events"), list):
+        return None
+    return data
+
+
+def parse_sample_json(data: dict[str, Any], epoch: int) -> _ParsedSample:
+    """:func:`parse_sample` for a sample's stored JSON (pooled inputs stay refs)."""
+    nonce = attempt_nonce(data.get("uuid"), data.get("id"), epoch,
+                          len(data.get("error_retries") or []))
+    events = [e for e in data["events"] if isinstance(e, dict)]
+    return _ParsedSample(nonce=nonce, events=events,
+                         attachments=dict(data.get("attachments") or {}))
 
 
 def parse_sample(sample: Any, epoch: int) -> _ParsedSample:
