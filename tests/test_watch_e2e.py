@@ -148,3 +148,20 @@ def test_selector_watches_one_sample(eval_runner: Any, tmp_path: Path) -> None:
     got = findings(out)
     assert got and {d["sample_id"] for d in got} == {"repeat"}
     assert Selector("loops", "repeat", 1).sample_matches("repeat", 1)
+
+
+def test_a_process_running_tasks_in_turn_is_watched_to_the_last_task(
+        eval_runner: Any, tmp_path: Path) -> None:
+    """Between two tasks of one process every known task is done: the watch goes on."""
+    from tests.evalproc import SCENARIOS
+
+    proc = eval_runner("multi", f"{SCENARIOS}@loops", "--max-tasks", "1",
+                       "-T", "samples=2", tool_delay=0.2)
+    proc.discovery()
+    out = tmp_path / "two.jsonl"
+    res = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3")
+    assert res.returncode == 0, res.stderr
+    assert proc.wait() == 0
+    got = findings(out)
+    assert {"loops"} <= {d["task"] for d in got}
+    assert "repeated-tool-call" in {d["rule"] for d in got if d["task"] == "loops"}

@@ -35,6 +35,12 @@ from watcher.stream import SampleStream, StreamItem
 
 Output = Finding | Notice
 
+# How long a live source whose tasks are all done is kept: a kept-alive process idles
+# (it may be given more work, but a watch without --follow should end); a normal one
+# exits by itself shortly after its last task, and may start another task before that.
+KEEP_ALIVE_GRACE = 5.0
+PROCESS_EXIT_GRACE = 120.0
+
 
 @dataclass
 class Selector:
@@ -292,6 +298,7 @@ class SourceWatcher:
         self.finished = False
         self.cycles = 0
         self.behind = False
+        self._all_done_since: float | None = None
         self.last_poll_at: float | None = None
         self._failures = 0
 
@@ -328,9 +335,28 @@ class SourceWatcher:
         self.last_poll_at = now
         behind = self.behind = any(
             s.behind for t in self.tasks.values() for s in t.streams.values())
-        if (self.opts.once and not behind) or (
-                self.tasks and all(t.finished for t in self.tasks.values())):
+        all_done = bool(self.tasks) and all(t.finished for t in self.tasks.values())
+        if (self.opts.once and not behind) or (all_done and self._quiet_for(now)):
             self.finished = True
+        if not all_done:
+            self._all_done_since = None
+
+    def _quiet_for(self, now: float) -> bool:
+        """Every task is done: is this source finished, or may more tasks come?
+
+        A live eval process can start another task after the last one ended (an eval
+        set running tasks in turn, a retry); it exits when its work is over, which
+        reads as "process gone". Only a process kept alive (``--ctl-server keep``)
+        idles; it counts as finished after ``KEEP_ALIVE_GRACE`` seconds without new
+        work. Logs and replays hold no more tasks than they show.
+        """
+        if self.source.name not in ("http", "cli"):
+            return True
+        if self._all_done_since is None:
+            self._all_done_since = now
+        keep_alive = any(t.task.raw.get("keep_alive") for t in self.tasks.values())
+        grace = KEEP_ALIVE_GRACE if keep_alive else PROCESS_EXIT_GRACE
+        return now - self._all_done_since >= grace
 
     def _gone(self, reason: str) -> None:
         """The process went away: finish its samples from the log it wrote, if it did.
