@@ -246,7 +246,8 @@ class Watch:
         except KeyboardInterrupt:
             self._interrupted = True
         finally:
-            signal.signal(signal.SIGTERM, previous) if previous is not None else None
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
             self.runner.shutdown()
             for item in self.runner.drain(timeout=0.0):
                 self._route(item)
