@@ -302,7 +302,7 @@ def test_runner_turns_source_faults_into_notices(
         fake: FakeControlServer, thread_errors: list[BaseException]) -> None:
     fake.tasks_override = "garbage"
     engine = Engine(load_rules(builtin=True, user_dir=False))
-    runner = Runner(engine, RunOptions(poll=0.05), WatchState())
+    runner = Runner(engine, RunOptions(poll=0.05, exit_grace=0.0), WatchState())
     runner.add("fake", _source(fake, retries=0), "fake")
     out = _run_runner(runner, lambda o: any(isinstance(x, Notice) for x in o))
     notices = [x for x in out if isinstance(x, Notice)]
@@ -317,7 +317,7 @@ def test_runner_exactly_once_and_no_duplicate_findings_under_faults(
     sample = fake.add_sample("s1", events[:10])
     fake.add_sample("s2", [model_event(500), tool_event(501, "ls")], status="completed")
     engine = RecordingEngine(load_rules(builtin=True, user_dir=False))
-    runner = Runner(engine, RunOptions(poll=0.05, page_limit=3, resync_every=0.0),
+    runner = Runner(engine, RunOptions(poll=0.05, page_limit=3, resync_every=0.0, exit_grace=0.0),
                     WatchState())
     runner.add("fake", _source(fake, retries=1), "fake")
     fake.inject("sample/events", "503", "503", after=2)
@@ -374,7 +374,7 @@ def test_watch_keeps_permissions_and_opens_no_network_socket(
     sink = Probe()
     state = WatchState(path=tmp_path / "state.json")
     engine = Engine(load_rules(builtin=True, user_dir=False))
-    result = Watch(engine, WatchConfig(poll=0.1), state, [sink]).run()
+    result = Watch(engine, WatchConfig(poll=0.1, exit_grace=0.0), state, [sink]).run()
     assert result.watchers == 1
     assert sink.findings, "the watch saw nothing: the permission check would be vacuous"
     after = {p: stat.S_IMODE(os.stat(p).st_mode) for p in paths}
@@ -416,7 +416,7 @@ def test_watch_reports_process_gone_as_notice(
     fake.add_sample("s1", _repeat_events(8))
     sink = ListSink()
     watch = Watch(Engine(load_rules(builtin=True, user_dir=False)),
-                  WatchConfig(poll=0.05), WatchState(), [sink])
+                  WatchConfig(poll=0.05, exit_grace=0.0), WatchState(), [sink])
     killer = threading.Timer(1.0, fake.refuse)
     killer.start()
     try:

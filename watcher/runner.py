@@ -39,7 +39,7 @@ Output = Finding | Notice
 # (it may be given more work, but a watch without --follow should end); a normal one
 # exits by itself shortly after its last task, and may start another task before that.
 KEEP_ALIVE_GRACE = 5.0
-PROCESS_EXIT_GRACE = 120.0
+PROCESS_EXIT_GRACE = 60.0
 
 
 @dataclass
@@ -70,6 +70,8 @@ class RunOptions:
     page_limit: int = 500
     resync_every: float = 15.0
     selector: Selector = field(default_factory=Selector)
+    # seconds a live process whose tasks are all done is still watched for new tasks
+    exit_grace: float = PROCESS_EXIT_GRACE
 
 
 class TaskWatcher:
@@ -355,7 +357,7 @@ class SourceWatcher:
         if self._all_done_since is None:
             self._all_done_since = now
         keep_alive = any(t.task.raw.get("keep_alive") for t in self.tasks.values())
-        grace = KEEP_ALIVE_GRACE if keep_alive else PROCESS_EXIT_GRACE
+        grace = min(KEEP_ALIVE_GRACE, self.opts.exit_grace) if keep_alive else self.opts.exit_grace
         return now - self._all_done_since >= grace
 
     def _gone(self, reason: str) -> None:

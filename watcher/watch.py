@@ -28,7 +28,7 @@ from watcher.reporters.base import (
     TaskStatus,
     TaskSummary,
 )
-from watcher.runner import Runner, RunOptions, Selector
+from watcher.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector
 from watcher.sources.base import TaskInfo
 from watcher.state import WatchState
 
@@ -59,6 +59,7 @@ class WatchConfig:
     min_confidence: str = "low"
     fail_on: str | None = None
     wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
+    exit_grace: float = PROCESS_EXIT_GRACE  # see RunOptions.exit_grace
 
 
 @dataclass
@@ -79,7 +80,8 @@ class Watch:
         self.config = config
         self.state = state
         self.sinks = sinks
-        self.opts = RunOptions(poll=config.poll, once=config.once, selector=config.selector)
+        self.opts = RunOptions(poll=config.poll, once=config.once, selector=config.selector,
+                               exit_grace=config.exit_grace)
         self.runner = Runner(engine, self.opts, state)
         self.findings: dict[str, Finding] = {}
         self.notices: list[Notice] = []
