@@ -41,3 +41,14 @@ def test_one_event_pages_read_everything(tmp_path: Path) -> None:
     assert big and small == big
     assert small_n == big_n
     assert max(small_n) > 20  # a sample needed more one-event pages than one poll allows
+
+
+def test_finished_samples_release_their_rule_state(tmp_path: Path) -> None:
+    """A long run must not keep every finished sample's rule state."""
+    shutil.copy(CORPUS / "docent-intercode-ctf-gpt4o.eval", tmp_path)
+    watch = Watch(load_engine((), (), (), None), WatchConfig(log_dir=str(tmp_path), once=True),
+                  WatchState(), [Collect()])
+    watch.run()
+    (tw,) = [tw for sw in watch.runner.watchers.values() for tw in sw.tasks.values()]
+    assert len(tw.streams) == 15 and all(s.done for s in tw.streams.values())
+    assert tw.watches == {}

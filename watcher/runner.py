@@ -202,16 +202,29 @@ class TaskWatcher:
                 self.state.finished.discard(skey)
                 self.done_samples.discard(key)
             self._new_attempt(key, stream, row.attempt)
+        elif stream.done and key not in self.watches:
+            return  # finished and closed: its rows have nothing more to say
         if row.terminal and key not in self._in_context:
             self._in_context.add(key)
             self.context.add(row.raw)
         self._findings(self.watches[key].sample_row(row.raw, self.context))
+        if stream.done and row.terminal:
+            self._close(key)
+
+    def _close(self, key: tuple[str, int]) -> None:
+        """Drop a finished sample's rule state: a long run must not keep every sample's."""
+        watch = self.watches.pop(key, None)
+        if watch is not None:
+            self._findings(watch.finalize(time.time()))
 
     def _new_attempt(self, key: tuple[str, int], stream: SampleStream, attempt: int) -> None:
-        watch = self.watches[key]
-        self._findings(watch.finalize(time.time()))
+        watch = self.watches.get(key)
+        if watch is None:  # the failed attempt was finished and closed
+            self.watches[key] = self.engine.open_sample(self.ref(key[0], key[1], attempt))
+        else:
+            self._findings(watch.finalize(time.time()))
+            watch.reset_attempt(self.ref(key[0], key[1], attempt))
         stream.start_attempt(attempt)
-        watch.reset_attempt(self.ref(key[0], key[1], attempt))
         self.notice("attempt", f"sample {key[0]} epoch {key[1]} started attempt {attempt}", key,
                     attempt=attempt)
 
@@ -255,6 +268,9 @@ class TaskWatcher:
         self._findings(self.watches[key].finalize(now))
         self.done_samples.add(key)
         self.state.finished.add(WatchState.sample_key(self.task.eval_id, *key))
+        row = self.rows.get(key)
+        if row is not None and row.terminal:  # else its final row is still to come
+            self._close(key)
 
     def _tick(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
         row = self.rows.get(key)
