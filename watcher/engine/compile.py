@@ -668,7 +668,12 @@ class PredicateCompiler:
                 s = norm_ws(s)
             # lower() plus the two extra ASCII case equivalents of `re` (ı ~ i, ſ ~ s):
             # lower-cased text then matches exactly as IGNORECASE would
-            return s.lower().translate(_EXTRA_FOLDS) if icase else s
+            if not icase:
+                return s
+            s = s.lower()
+            if "\u0131" in s or "\u017f" in s:  # rare: translate() is slow per character
+                s = s.translate(_EXTRA_FOLDS)
+            return s
 
         tests: list[Callable[[str], bool]] = []
         ok = True
