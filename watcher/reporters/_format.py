@@ -57,6 +57,22 @@ def fmt_event_times(timestamps: tuple[float, ...], limit: int) -> str:
     return shown + (f", … ({len(timestamps)} events)" if len(timestamps) > limit else "")
 
 
+def detail_rows(f: Finding, times: int = 8) -> list[tuple[str, str, int]]:
+    """``(label, plain text, max length)`` lines the Markdown and HTML reports show under a
+    finding's heading, in order; each report escapes them its own way."""
+    rows: list[tuple[str, str, int]] = []
+    if f.summary:
+        rows.append(("summary", f.summary, 500))
+    if f.confidence_reason:
+        rows.append((f"why {one(f.confidence, 20)}", f.confidence_reason, 500))
+    ev = f.evidence
+    if ev.timestamps:
+        rows.append(("events at", fmt_event_times(ev.timestamps, times), 500))
+    if ev.facts:
+        rows.append(("evidence", fmt_facts(ev.facts), 1200))
+    return rows
+
+
 def fmt_number(v: Any) -> str:
     """Numbers for humans: ints plain, floats to 3 significant decimals."""
     if isinstance(v, bool):

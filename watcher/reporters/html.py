@@ -16,11 +16,10 @@ from watcher.findings import Finding, Notice
 from watcher.handoff import view_command, view_dir_command
 from watcher.reporters._format import (
     BADGES,
+    detail_rows,
     finding_handoff,
     fmt_clock,
     fmt_duration,
-    fmt_event_times,
-    fmt_facts,
     fmt_number,
     fmt_span,
     fmt_time,
@@ -123,15 +122,9 @@ def _finding_html(f: Finding) -> str:
         "<ul>",
         f"<li>seen: {_h(fmt_span(f))}</li>",
     ]
-    if f.summary:
-        parts.append(f"<li>summary: {_h(f.summary)}</li>")
-    if f.confidence_reason:
-        parts.append(f"<li>why {_h(f.confidence, 20)}: {_h(f.confidence_reason)}</li>")
+    parts += [f"<li>{_h(label, 40)}: {_h(text, limit)}</li>" for label, text, limit
+              in detail_rows(f)]
     ev = f.evidence
-    if ev.timestamps:
-        parts.append(f"<li>events at: {_h(fmt_event_times(ev.timestamps, 8))}</li>")
-    if ev.facts:
-        parts.append(f"<li>evidence: {_h(fmt_facts(ev.facts), 1200)}</li>")
     if s.log_location:
         parts.append(f"<li>log: {_code(s.log_location)} — open with "
                      f"{_code(view_command(s.log_location), 600)}</li>")

@@ -19,11 +19,10 @@ from watcher.findings import Finding, Notice
 from watcher.handoff import view_command, view_dir_command
 from watcher.reporters._format import (
     BADGES,
+    detail_rows,
     finding_handoff,
     fmt_clock,
     fmt_duration,
-    fmt_event_times,
-    fmt_facts,
     fmt_number,
     fmt_span,
     fmt_time,
@@ -98,15 +97,8 @@ def _finding_section(f: Finding) -> list[str]:
         f"- model: {E(s.model, 100)}",
         f"- seen: {E(fmt_span(f))}",
     ]
-    if f.summary:
-        lines.append(f"- summary: {E(f.summary, 500)}")
-    if f.confidence_reason:
-        lines.append(f"- why {E(f.confidence)}: {E(f.confidence_reason, 500)}")
+    lines += [f"- {E(label)}: {E(text, limit)}" for label, text, limit in detail_rows(f)]
     ev = f.evidence
-    if ev.timestamps:
-        lines.append(f"- events at: {E(fmt_event_times(ev.timestamps, 8))}")
-    if ev.facts:
-        lines.append(f"- evidence: {E(fmt_facts(ev.facts), 1200)}")
     if s.log_location:
         lines.append(f"- log: {C(s.log_location, 500)} — open with "
                      f"{C(view_command(s.log_location), 600)}")
