@@ -34,14 +34,6 @@ Event = dict[str, Any]
 Tier = Literal["metadata", "content", "full"]
 TIERS: tuple[Tier, ...] = ("metadata", "content", "full")
 
-# The server's default "high-signal" type filter (inspect_ai._control.events).
-HIGH_SIGNAL_TYPES = frozenset(
-    {
-        "model", "tool", "error", "score", "approval", "review", "sentinel",
-        "input", "sandbox", "logger", "info", "sample_limit", "interrupt",
-    }
-)
-
 # Width the control channel truncates content-tier text to; the log source
 # applies the same so a live watch and a post-hoc read see the same text.
 CONTENT_WIDTH = 256

@@ -14,9 +14,12 @@ class RecordError(Exception):
 
 
 def _find(sources: list[Source], task: str) -> tuple[Source, TaskInfo]:
+    from watcher.runner import Selector
+
+    selector = Selector(task)
     for src in sources:
         for t in src.tasks():
-            if t.task == task or t.task_id.startswith(task) or t.eval_id.startswith(task):
+            if selector.task_matches(t):
                 return src, t
     raise RecordError(f"no task matching {task!r}")
 

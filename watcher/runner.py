@@ -94,7 +94,6 @@ class TaskWatcher:
         # list everything on start: the state skips finished samples, running ones are
         # re-read so rule windows spanning a restart are rebuilt
         self.as_of: float | None = None
-        self.done_samples: set[tuple[str, int]] = set()
         # other samples of this task, so sample rules can tell task-wide from local errors
         self.context = RunContext(task=task.task)
         self._in_context: set[tuple[str, int]] = set()
@@ -200,7 +199,6 @@ class TaskWatcher:
             # source), so a finished stream re-opens for the new attempt
             if stream.done:
                 self.state.finished.discard(skey)
-                self.done_samples.discard(key)
             self._new_attempt(key, stream, row.attempt)
         elif stream.done and key not in self.watches:
             return  # finished and closed: its rows have nothing more to say
@@ -266,7 +264,6 @@ class TaskWatcher:
     def _finish(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
         stream.done = True
         self._findings(self.watches[key].finalize(now))
-        self.done_samples.add(key)
         self.state.finished.add(WatchState.sample_key(self.task.eval_id, *key))
         row = self.rows.get(key)
         if row is not None and row.terminal:  # else its final row is still to come

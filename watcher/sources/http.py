@@ -10,7 +10,6 @@ connection or vanished socket means the process is gone.
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -173,10 +172,3 @@ def task_info(row: dict[str, Any], pid: int | None) -> TaskInfo:
         counts=dict(row.get("samples") or {}), raw=row,
     )
 
-
-def decode_json(text: str, where: str) -> Any:
-    """Parse JSON or raise :class:`BadResponse` naming where it came from."""
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise BadResponse(f"{where}: malformed JSON ({e})") from e
