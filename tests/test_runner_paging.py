@@ -52,3 +52,24 @@ def test_finished_samples_release_their_rule_state(tmp_path: Path) -> None:
     (tw,) = [tw for sw in watch.runner.watchers.values() for tw in sw.tasks.values()]
     assert len(tw.streams) == 15 and all(s.done for s in tw.streams.values())
     assert tw.watches == {}
+
+
+def test_source_notices_reach_the_watch(tmp_path: Path, monkeypatch: Any) -> None:
+    """A log's unresolvable attachment references are reported, not silently passed over."""
+    from watcher.sources.logs import LogSource
+
+    shutil.copy(CORPUS / "docent-intercode-ctf-gpt4o.eval", tmp_path)
+    notices: list[Any] = []
+
+    class Sink(Collect):
+        def notice(self, n: Any) -> None:
+            notices.append(n)
+
+    watch = Watch(load_engine((), (), (), None), WatchConfig(log_dir=str(tmp_path), once=True),
+                  WatchState(), [Sink()])
+    # the corpus resolves every reference, so add one loss to what the source reports
+    original = LogSource.pop_notices
+    monkeypatch.setattr(LogSource, "pop_notices",
+                        lambda self: [*original(self), "2 attachment reference(s) lost"])
+    watch.run()
+    assert any(n.kind == "gap" and "attachment" in n.message for n in notices)

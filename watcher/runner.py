@@ -337,6 +337,10 @@ class SourceWatcher:
                 if not tw.finished:
                     tw.cycle(now)
             self._failures = 0
+            # what a source noticed about its own input (e.g. a log's unresolvable
+            # attachment references: rules read those events without their text)
+            for message in getattr(self.source, "pop_notices", list)():
+                self.emit(Notice(kind="gap", message=message, at=now))
         except ProcessGone as e:
             self._gone(str(e))
             return
