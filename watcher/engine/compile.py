@@ -29,6 +29,8 @@ from watcher.engine.errors import (
     UnknownReferenceError,
     WrongTypeError,
 )
+from watcher.engine.scan import Scanner
+from watcher.engine.scan import available as scan_available
 from watcher.engine.yamlsrc import Doc, Path_
 
 try:  # Python 3.11+: the private parser module moved
@@ -394,7 +396,7 @@ def bound_text(text: str) -> str:
     """The part of agent text a regex may scan: first and last 4 KB."""
     if len(text) <= HEAD_BYTES + TAIL_BYTES:
         return text
-    return text[:HEAD_BYTES] + "\n…\n" + text[-TAIL_BYTES:]
+    return text[:HEAD_BYTES] + "\n...\n" + text[-TAIL_BYTES:]  # ASCII: see engine.scan
 
 
 _WS = re.compile(r"\s+")
@@ -492,6 +494,8 @@ class Registry:
         self._compiled: dict[str, Pred | None] = {}
         self._fields: dict[str, set[str]] = {}
         self._busy: set[str] = set()
+        # one RE2 scan per kind of prepared text, shared by every rule that tests it
+        self.scanners: dict[tuple[str, bool, bool], Scanner] = {}
 
 
 class PredicateCompiler:
@@ -675,7 +679,9 @@ class PredicateCompiler:
                 s = s.translate(_EXTRA_FOLDS)
             return s
 
+        ckey = (cp.source, icase, nws)
         tests: list[Callable[[str], bool]] = []
+        scanned: list[tuple[int, Callable[[str], Any]]] = []  # (scanner index, search)
         ok = True
         if "regex" in spec:
             pats = self.strings(spec["regex"], path + ("regex",), "regex")
@@ -700,6 +706,10 @@ class PredicateCompiler:
                                 and not flags else c for c in compiled]
                     search = _combine(compiled, flags, lowered=icase)
                     tests.append(lambda t, s=search: s(t) is not None)  # type: ignore[misc]
+                    if scan_available():
+                        scanner = self.registry.scanners.setdefault(ckey, Scanner())
+                        scanned = [(scanner.add(c.pattern, c.flags), c.search)
+                                   for c in compiled]
         for key in ("contains", "any_of", "all_of", "equals"):
             if key not in spec:
                 continue
@@ -721,22 +731,41 @@ class PredicateCompiler:
         if not ok:
             return None
 
-        ckey = (cp.source, icase, nws)
         first = tests[0] if len(tests) == 1 else None
+        if scanned:
+            # the regex test (tests[0]) asks the shared scan first, then `re` only for
+            # the patterns the scan reported; texts it cannot answer for use `re` alone
+            scanner = self.registry.scanners[ckey]
+            hkey = ("hits", ckey)
+            plain = tests[0]
+            rest = tuple(tests[1:])
+
+            def regex_test(t: str, cache: dict[Any, Any]) -> bool:
+                hits = cache.get(hkey, False)
+                if hits is False:
+                    hits = cache[hkey] = scanner.hits(t)
+                if hits is None:
+                    return plain(t)
+                if not hits:
+                    return False
+                return any(i in hits and s(t) is not None for i, s in scanned)
 
         def text_pred(e: dict[str, Any]) -> bool:
             cur = _TEXT_CACHE[0]
             if cur[0] is not e:  # one (event, texts) pair: rules share the prepared text
                 cur = (e, {})
                 _TEXT_CACHE[0] = cur
-            t = cur[1].get(ckey)
+            cache = cur[1]
+            t = cache.get(ckey)
             if t is None:
                 v = get(e)
                 t = "" if v is None else prep(bound_text(v if isinstance(v, str)
                                                          else _to_text(v)))
-                cur[1][ckey] = t
+                cache[ckey] = t
             if not t:
                 return False
+            if scanned:
+                return regex_test(t, cache) and all(test(t) for test in rest)
             if first is not None:
                 return first(t)
             return all(test(t) for test in tests)
@@ -746,7 +775,7 @@ class PredicateCompiler:
 
 # The last event's prepared texts, keyed by (field, ignore_case, normalize_whitespace).
 # Replaced as a whole tuple, so a reader always sees texts of the event it holds.
-_TEXT_CACHE: list[tuple[Any, dict[tuple[str, bool, bool], str]]] = [(None, {})]
+_TEXT_CACHE: list[tuple[Any, dict[Any, Any]]] = [(None, {})]
 
 
 def _combine(compiled: list[re.Pattern[str]], flags: int,

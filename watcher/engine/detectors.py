@@ -181,6 +181,7 @@ class RuleState:
     """Per-sample state of one rule; subclasses implement the detector."""
 
     need: int = 1  # events an episode needs; scales the score within a confidence band
+    pop_i: int = -1  # this rule's counter in ``watch.pop`` (set by the SampleWatch)
 
     def __init__(self, rule: Rule, watch: SampleWatch) -> None:
         self.rule = rule
@@ -191,6 +192,15 @@ class RuleState:
     # event-driven detectors override feed; idle overrides tick; sample overrides row
     def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
         return []
+
+    def armed(self) -> bool:
+        """Whether an event the predicate rejected could change this state.
+
+        When it could not (nothing open, nothing waiting), the engine skips the call:
+        most events match no rule, and a call per rule per event is most of the cost.
+        Detectors that count events read their position from ``watch.pop`` instead.
+        """
+        return self.ep is not None
 
     def tick(self, now: float, status: SampleStatus) -> list[Finding]:
         return []
@@ -567,7 +577,7 @@ class RepeatState(RuleState):
         spec = self.spec
         out: list[Finding] = []
         win = self.win
-        self.idx += 1
+        self.idx = self.watch.pop[self.pop_i]
         if win:
             lim = self.idx - self.cap
             sec = spec.window.seconds
@@ -597,10 +607,18 @@ class RepeatState(RuleState):
         win.append(entry)
         self.counts[nkey] = self.counts.get(nkey, 0) + 1
         if self.ep is None and not self.eps:  # the common case: nothing open
-            self.recent.append(nkey)
+            rec = self.recent
+            rec.append(nkey)
             self.recent_entries.append(entry)
-            if self.counts[nkey] < spec.count and spec.similarity is None and (
-                    spec.cycles is None or len(self.recent) < 2 * 2):
+            if self.counts[nkey] >= spec.count:
+                return self._try_open(entry, ts)
+            if spec.similarity is None:
+                # exact keys: a cycle needs this key one period back, else nothing opens
+                cyc = spec.cycles
+                if cyc is None or len(rec) < 2 * 2 or not any(
+                        rec[-1 - p] == nkey for p in range(2, min(cyc[0], len(rec) - 1) + 1)):
+                    return out
+            elif len(win) < spec.count:  # too few calls in the window to be similar enough
                 return out
             return self._try_open(entry, ts)
         cyc = self.ep
@@ -622,6 +640,9 @@ class RepeatState(RuleState):
         if target is None:
             out += self._try_open(entry, ts)
         return out
+
+    def armed(self) -> bool:
+        return self.ep is not None or bool(self.eps)
 
     def _end_plain(self, key: str, now: float) -> list[Finding]:
         return self.end(now, self.eps.pop(key))
@@ -657,12 +678,13 @@ class RepeatState(RuleState):
             rec = self.recent
             size = len(rec)
             same = self._same
+            exact = spec.similarity is None
             for p in range(2, max_p + 1):
                 n = p * reps
                 if size < n:
                     break
-                if rec[size - 1] != rec[size - 1 - p] and not same(rec[size - 1],
-                                                                   rec[size - 1 - p]):
+                if rec[size - 1] != rec[size - 1 - p] and (
+                        exact or not same(rec[size - 1], rec[size - 1 - p])):
                     continue
                 if not all(same(rec[size - i], rec[size - i - p]) for i in range(2, n - p + 1)):
                     continue
@@ -817,6 +839,7 @@ class ThresholdState(RuleState):
     def _slide(self, ts: float) -> None:
         q = self.q
         w = self.spec.window
+        self.idx = self.watch.pop[self.pop_i]
         lim = self.idx - w.events if w.events is not None else None
         sec = w.seconds
         while q and ((lim is not None and q[0][0] <= lim) or
@@ -843,9 +866,10 @@ class ThresholdState(RuleState):
         if reset is not None and reset(e):
             self.q.clear()
             return self.end(ts) if self.ep is not None else []
-        self.idx += 1
         if self.q:
             self._slide(ts)
+        else:
+            self.idx = self.watch.pop[self.pop_i]
         ep = self.ep
         if not matched:
             if ep is not None and not self.q:
@@ -869,6 +893,9 @@ class ThresholdState(RuleState):
             ep.facts["window"] = self.spec.window.describe()
             return self.start(ep)
         return []
+
+    def armed(self) -> bool:
+        return self.ep is not None or bool(self.q)
 
     def expire(self, now: float) -> list[Finding]:
         if self.q:
@@ -927,6 +954,9 @@ class SequenceSpec:
 
 
 class SequenceState(EpisodicState):
+    def armed(self) -> bool:  # a miss never reaches the detector's state
+        return False
+
     def __init__(self, rule: Rule, watch: SampleWatch, spec: SequenceSpec) -> None:
         super().__init__(rule, watch, spec.gap)
         self.spec = spec
@@ -1014,6 +1044,9 @@ class AbsenceSpec:
 
 
 class AbsenceState(EpisodicState):
+    def armed(self) -> bool:  # a miss never reaches the detector's state
+        return False
+
     def __init__(self, rule: Rule, watch: SampleWatch, spec: AbsenceSpec) -> None:
         super().__init__(rule, watch, spec.gap)
         self.spec = spec
@@ -1331,6 +1364,9 @@ class UnseenSpec:
 
 
 class UnseenState(EpisodicState):
+    def armed(self) -> bool:  # a miss never reaches the detector's state
+        return False
+
     def __init__(self, rule: Rule, watch: SampleWatch, spec: UnseenSpec) -> None:
         super().__init__(rule, watch, spec.gap)
         self.spec = spec

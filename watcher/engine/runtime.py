@@ -104,6 +104,9 @@ class RunContext:
         }
 
 
+_Target = tuple[Any, Any, tuple[ExceptionSpec, ...], RuleState]
+
+
 class Engine:
     """Compiled rules plus the type → rules dispatch table; shared across samples."""
 
@@ -117,9 +120,15 @@ class Engine:
             self.exceptions[r.id] = tuple(r.exceptions) + tuple(extra)
         self.by_type: dict[str, list[Rule]] = {}
         self.any_type: list[Rule] = []
+        # rules that read the same event types share one population counter (the
+        # index window rules count in), so a rule need not be called to count an event
+        self.populations: dict[frozenset[str] | None, int] = {}
+        self.population_of: dict[str, int] = {}
         for r in self.rules:
             if not r.reads_events:
                 continue
+            self.population_of[r.id] = self.populations.setdefault(
+                r.events, len(self.populations))
             if r.events is None:
                 self.any_type.append(r)
             else:
@@ -161,22 +170,29 @@ class SampleWatch:
     def _setup(self, ref: SampleRef) -> None:
         self.ref = ref
         self.sample_view: dict[str, Any] = asdict(ref)
+        eng = self.engine
         self.states: dict[str, RuleState] = {
-            r.id: r.detector.new_state(r, self) for r in self.engine.rules
+            r.id: r.detector.new_state(r, self) for r in eng.rules
         }
+        for rid, i in eng.population_of.items():
+            self.states[rid].pop_i = i
+        # events of each population seen so far (see Engine.populations)
+        self.pop: list[int] = [0] * len(eng.populations)
         self.idle = [s for s in self.states.values() if s.rule.detect_kind == "idle"]
-        self._table: dict[str, list[tuple[Any, Any, tuple[ExceptionSpec, ...], RuleState]]] = {}
+        self._table: dict[str, tuple[tuple[int, ...], list[_Target]]] = {}
         self.last_ts = 0.0
         self.finalized = False
 
-    def _targets(self, etype: str) -> list[tuple[Any, Any, tuple[ExceptionSpec, ...], RuleState]]:
+    def _targets(self, etype: str) -> tuple[tuple[int, ...], list[_Target]]:
         hit = self._table.get(etype)
         if hit is None:
             eng = self.engine
             rules = eng.by_type.get(etype, []) + eng.any_type
             rules.sort(key=lambda r: eng.order[r.id])
-            hit = [(r.predicate, self.states[r.id].feed, eng.exceptions[r.id], self.states[r.id])
-                   for r in rules]
+            pops = tuple(i for key, i in eng.populations.items()
+                         if key is None or etype in key)
+            hit = (pops, [(r.predicate, self.states[r.id].feed, eng.exceptions[r.id],
+                           self.states[r.id]) for r in rules])
             self._table[etype] = hit
         return hit
 
@@ -202,16 +218,25 @@ class SampleWatch:
         for s in self.idle:
             if s.ep is not None:
                 out += s.activity(ts)
-        targets = self._table.get(event.get("type"))  # type: ignore[arg-type]
-        if targets is None:
-            targets = self._targets(str(event.get("type")))
+        table = self._table.get(event.get("type"))  # type: ignore[arg-type]
+        if table is None:
+            table = self._targets(str(event.get("type")))
+        pops, targets = table
         if not targets:
             return out
+        pop = self.pop
+        for i in pops:
+            pop[i] += 1
         sv = self.sample_view
-        for pred, feed, excs, _state in targets:
+        for pred, feed, excs, state in targets:
             matched = True if pred is None else pred(event)
-            if matched and excs:
-                matched = not any(x.matches(event, sv) for x in excs)
+            if matched:
+                if excs and any(x.matches(event, sv) for x in excs):
+                    matched = False
+                    if not state.armed():
+                        continue
+            elif not state.armed():  # a miss changes nothing (the common case)
+                continue
             found = feed(event, ts, matched)
             if found:
                 out += found
