@@ -17,6 +17,7 @@ import argparse
 import cProfile
 import gc
 import io
+import json
 import os
 import pstats
 import sys
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import banner, synthetic_events  # noqa: E402
 
 from watcher.engine import Engine, load_rules  # noqa: E402
+from watcher.engine.compile import _TEXT_CACHE  # noqa: E402
 from watcher.events import normalise  # noqa: E402
 from watcher.findings import SampleRef  # noqa: E402
 
@@ -50,22 +52,36 @@ def feed_all(engine: Engine, events: list[dict], per_sample: int = PER_SAMPLE) -
     return found
 
 
-def state_bytes(engine: Engine, events: list[dict], n: int) -> tuple[int, int]:
-    """(bytes held by a SampleWatch after ``n`` events, its peak while feeding)."""
+def state_bytes(engine: Engine, raw: list[dict], marks: list[int]) -> dict[int, int]:
+    """Bytes held by one SampleWatch after each of ``marks`` events.
+
+    Each event is decoded from JSON and normalised inside the traced window, as the
+    live source does, so anything the rule state keeps of an event (strings, dicts)
+    is counted, and events it lets go are not.
+    """
+    n = max(marks)
+    blobs = [json.dumps(e) for e in raw[:n]]
+    wanted = engine.event_types
+    held: dict[int, int] = {}
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.take_snapshot()
     watch = engine.open_sample(ref(n))
-    for ev in events[:n]:
-        watch.feed(ev)
-    watch.cache = {}  # per-event scratch, cleared on the next feed anyway
-    gc.collect()
-    snap = tracemalloc.take_snapshot()
-    _, peak = tracemalloc.get_traced_memory()
+    for i in range(n + 1):
+        if i in marks:
+            watch.cache = {}  # per-event scratch, cleared on the next feed anyway
+            _TEXT_CACHE[0] = (None, {})  # the last event's prepared texts (module scratch)
+            gc.collect()
+            snap = tracemalloc.take_snapshot()
+            held[i] = sum(s.size_diff for s in snap.compare_to(base, "filename")
+                          if "tracemalloc" not in str(s.traceback))
+        if i < n:
+            ev = normalise(json.loads(blobs[i]), engine.tier)
+            if wanted is None or ev["type"] in wanted:
+                watch.feed(ev)
+            del ev
     tracemalloc.stop()
-    held = sum(s.size_diff for s in snap.compare_to(base, "filename"))
-    del watch
-    return held, peak
+    return held
 
 
 def main() -> None:
@@ -112,11 +128,16 @@ def main() -> None:
     total = best + t_norm
     print(f"normalise + feed: {len(raw) / total:>10,.0f} events/s")
 
-    print("rule state per sample (tracemalloc, after N events on one SampleWatch):")
-    for n in (0, 1_000, 10_000, min(50_000, len(events))):
-        held, peak = state_bytes(engine, events, n)
-        print(f"  {n:>7,} events: {held / 1024:8.1f} KB held   (peak while feeding "
-              f"{peak / 1024:8.1f} KB)")
+    print("rule state per sample (tracemalloc, one SampleWatch; events decoded from JSON "
+          "inside the trace, so whatever the state keeps of them counts):")
+    top = min(50_000, len(raw))
+    marks = sorted({0, 1_000, 10_000, top} | set(range(500, min(10_000, top) + 1, 500)))
+    held = state_bytes(engine, raw, marks)
+    for n in (0, 1_000, 10_000, top):
+        print(f"  {n:>7,} events: {held[n] / 1024:8.1f} KB held")
+    busy = [v for k, v in held.items() if k >= 500]
+    print(f"  largest at any of {len(busy)} checkpoints (every 500 events to 10,000, "
+          f"and {top:,}): {max(busy) / 1024:.1f} KB")
 
     if args.profile:
         prof = cProfile.Profile()
@@ -141,10 +162,12 @@ def per_rule(engine: Engine, events: list[dict]) -> None:
         for ev in events[start:start + PER_SAMPLE]:
             watch.cache = {}
             ts = float(ev.get("timestamp") or 0.0)
-            pops, targets = watch._targets(str(ev["type"]))
+            pops, targets = engine.targets(str(ev["type"]))
             for i in pops:
                 watch.pop[i] += 1
-            for pred, feed, _excs, state in targets:
+            for pred, _excs, k in targets:
+                state = watch.state_list[k]
+                feed = state.feed
                 rid = state.rule.id
                 t0 = clock()
                 matched = True if pred is None else pred(ev)

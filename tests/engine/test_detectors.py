@@ -421,3 +421,17 @@ def test_unseen_fires_only_for_values_no_remembered_output_holds(tmp_path: Path)
     (f,) = w.feed(_tool("submit", {"answer": "flag{abc}"}, "", 5.0))
     assert f.rule == "guessed" and f.evidence.facts["searched"] == 2
     assert f.evidence.facts["value"] == "flag{abc}"
+
+
+def test_unseen_value_never_matches_across_two_remembered_outputs(tmp_path: Path) -> None:
+    """Outputs are kept joined in one string; a value must not match across the seam."""
+    from watcher.findings import SampleRef
+
+    engine = _unseen_rule(tmp_path)
+    w = engine.open_sample(SampleRef("t", "t", "e", "m", "s", 1))
+    w.feed(_tool("bash", {"cmd": "x"}, "zzab", 1.0))
+    w.feed(_tool("bash", {"cmd": "y"}, "cdzz", 2.0))
+    (f,) = w.feed(_tool("submit", {"answer": "abcd"}, "", 3.0))
+    assert f.evidence.facts["value"] == "abcd"
+    assert not w.feed(_tool("submit", {"answer": "zzab"}, "", 4.0))  # each output still found
+    assert not w.feed(_tool("submit", {"answer": "cdzz"}, "", 5.0))

@@ -105,6 +105,12 @@ def positive_int(value: Any, ctx: Ctx, path: Path_, what: str, lo: int = 1,
 
 def excerpt_of(e: Event) -> str:
     """A short, single-line view of what an event was about (agent text: untrusted)."""
+    body, cut = _excerpt_parts(e)
+    return body + "…" if cut else body
+
+
+def _excerpt_parts(e: Event) -> tuple[str, bool]:
+    """An excerpt without its truncation mark, and whether it was cut."""
     t = e.get("type")
     if t == "tool":
         args = e.get("arguments")
@@ -115,8 +121,25 @@ def excerpt_of(e: Event) -> str:
         text = str(e.get("error") or "error")
     else:
         text = str(e.get("data") or e.get("message") or t)
-    text = " ".join(str(text).split())
-    return text if len(text) <= EXCERPT_WIDTH else text[: EXCERPT_WIDTH - 1] + "…"
+    text = str(text)
+    if len(text) > 4 * EXCERPT_WIDTH:  # collapse a prefix, not a whole file's worth of text
+        head = " ".join(text[: 4 * EXCERPT_WIDTH].split())
+        if len(head) > EXCERPT_WIDTH:
+            return head[: EXCERPT_WIDTH - 1], True
+    text = " ".join(text.split())
+    return (text, False) if len(text) <= EXCERPT_WIDTH else (text[: EXCERPT_WIDTH - 1], True)
+
+
+def mark_of(e: Event) -> tuple[Any, str, Any, Any, bool]:
+    """What an episode keeps of an event it may add later.
+
+    ``(uuid, excerpt body, type, function, cut)``: windows hold marks rather than
+    events, so a sample's rule state stays small and does not keep agent text alive
+    after the stream has moved on. The excerpt's "…" is added when it is shown (one
+    non-ASCII character would double the size of the stored string).
+    """
+    body, cut = _excerpt_parts(e)
+    return (e.get("uuid"), body, e.get("type"), e.get("function"), cut)
 
 
 def key_text(value: Any) -> str:
@@ -143,6 +166,12 @@ def key_text(value: Any) -> str:
 # --------------------------------------------------------------------------- episodes
 
 
+def _push(items: list[Any], item: Any, cap: int) -> None:
+    items.append(item)
+    if len(items) > cap:
+        del items[0]
+
+
 class Episode:
     """Mutable record of one open episode; snapshots become :class:`Finding`."""
 
@@ -154,9 +183,10 @@ class Episode:
         self.first_seen = ts
         self.last_seen = ts
         self.count = 0
-        self.uuids: deque[str] = deque(maxlen=MAX_EVIDENCE)
-        self.timestamps: deque[float] = deque(maxlen=MAX_EVIDENCE)
-        self.excerpts: deque[str] = deque(maxlen=MAX_EXCERPTS)
+        # bounded lists (the newest kept): a deque costs a 0.5 KB block each
+        self.uuids: list[str] = []
+        self.timestamps: list[float] = []
+        self.excerpts: list[str] = []
         self.facts: dict[str, Any] = {}
         self.level = "low"
         self.reason = ""
@@ -167,14 +197,20 @@ class Episode:
         self.count += 1
         self.last_seen = max(self.last_seen, ts)
         if e is not None:
-            uuid = e.get("uuid")
-            if uuid:
-                self.uuids.append(str(uuid))
-            self.timestamps.append(ts)
-            if excerpt:
-                x = excerpt_of(e)
-                if x and (not self.excerpts or self.excerpts[-1] != x):
-                    self.excerpts.append(x)
+            self._note(e.get("uuid"), ts, excerpt_of(e) if excerpt else "")
+
+    def add_mark(self, mark: tuple[Any, str, Any, Any, bool], ts: float) -> None:
+        """Like :meth:`add`, from a :func:`mark_of` tuple."""
+        self.count += 1
+        self.last_seen = max(self.last_seen, ts)
+        self._note(mark[0], ts, mark[1] + "…" if mark[4] else mark[1])
+
+    def _note(self, uuid: Any, ts: float, x: str) -> None:
+        if uuid:
+            _push(self.uuids, str(uuid), MAX_EVIDENCE)
+        _push(self.timestamps, ts, MAX_EVIDENCE)
+        if x and (not self.excerpts or self.excerpts[-1] != x):
+            _push(self.excerpts, x, MAX_EXCERPTS)
 
 
 class RuleState:
@@ -351,7 +387,8 @@ class EpisodicState(RuleState):
         if ep is None:
             ep = self.open(ts)
         if uuids:
-            ep.uuids.extend(uuids)
+            for u in uuids:
+                _push(ep.uuids, u, MAX_EVIDENCE)
         ep.add(e, ts)
         if e is not None:
             self.common(ep, e)
@@ -478,6 +515,10 @@ class RepeatSpec:
         return RepeatState(rule, watch, self)
 
     def normalise_key(self, text: str) -> str:
+        if not text.isascii() and "…" in text:
+            # the server's truncation mark compares as "..."; one non-ASCII character
+            # would also double the size of every stored key
+            text = text.replace("…", "...")
         for n in self.normalise:
             if n == "whitespace":
                 text = " ".join(text.split())
@@ -491,18 +532,26 @@ class RepeatSpec:
 
 
 class _Entry:
-    """One matching event in a repeat window (``idx`` counts the rule's population)."""
+    """One matching event in a repeat window (``idx`` counts the rule's population).
 
-    __slots__ = ("idx", "ts", "nkey", "raw", "result", "e")
+    Only what the rule compares and reports is kept: the normalised key (its hash for
+    exact rules, bounded text for fuzzy ones), hashes of the raw key and the result
+    (for the distinct counts) and the event's mark.
+    """
 
-    def __init__(self, idx: int, ts: float, nkey: str | None, raw: str | None,
-                 result: str | None, e: Event | None) -> None:
+    __slots__ = ("idx", "ts", "nkey", "raw", "result", "mark")
+
+    def __init__(self, idx: int, ts: float, nkey: Any, raw: int,
+                 result: int | None, mark: tuple[Any, str, Any, Any, bool]) -> None:
         self.idx = idx
         self.ts = ts
         self.nkey = nkey
         self.raw = raw
         self.result = result
-        self.e = e
+        self.mark = mark
+
+
+FUZZY_KEY_CHARS = 2048  # fuzzy keys are compared on this much text
 
 
 class RepeatState(RuleState):
@@ -514,11 +563,14 @@ class RepeatState(RuleState):
         self.win: deque[_Entry] = deque()
         self.cap = spec.window.events if spec.window.events is not None else SECONDS_WINDOW_CAP
         self.idx = 0
-        self.counts: Counter[str] = Counter()
-        self.eps: dict[str, Episode] = {}  # plain repeats by key; self.ep holds a cycle
-        self.recent: deque[str] = deque(
+        self.counts: Counter[Any] = Counter()
+        self.eps: dict[Any, Episode] = {}  # plain repeats by key; self.ep holds a cycle
+        self.recent: deque[Any] = deque(
             maxlen=max(8, spec.cycles[0] * spec.cycles[1]) if spec.cycles else 8)
-        self.recent_entries: deque[_Entry] = deque(maxlen=self.recent.maxlen)
+        # the entries behind ``recent``, for opening a cycle (only cycle rules do)
+        self.recent_entries: deque[_Entry] | None = (
+            deque(maxlen=self.recent.maxlen) if spec.cycles else None)
+        self.raw_now = ""  # the current event's raw key: a finding shows the latest one
         self.cache_key = ("repeat-key", spec.key.source, spec.normalise)
         self.result_cache_key = ("result-key", spec.result_key.source if spec.result_key else "")
 
@@ -528,28 +580,11 @@ class RepeatState(RuleState):
         sim = self.spec.similarity
         return sim is not None and fuzz.ratio(a, b, score_cutoff=sim) > 0
 
-    def _key_of(self, e: Event) -> tuple[str, str]:
-        cache = self.watch.cache
-        hit = cache.get(self.cache_key)
-        if hit is None:
-            raw = key_text(self.spec.key.get(e))
-            hit = (raw, self.spec.normalise_key(raw) if self.spec.normalise else raw)
-            cache[self.cache_key] = hit
-        return hit
-
     def _remember(self, entry: _Entry) -> None:
         assert entry.nkey is not None
         self.recent.append(entry.nkey)
-        self.recent_entries.append(entry)
-
-    def _result_of(self, e: Event) -> str:
-        cache = self.watch.cache
-        ck = self.result_cache_key
-        hit = cache.get(ck)
-        if hit is None:
-            assert self.spec.result_key is not None
-            hit = cache[ck] = key_text(self.spec.result_key.get(e))
-        return hit
+        if self.recent_entries is not None:
+            self.recent_entries.append(entry)
 
     def _pop(self) -> None:
         old = self.win.popleft()
@@ -595,21 +630,26 @@ class RepeatState(RuleState):
         hit = cache.get(self.cache_key)
         if hit is None:
             raw = key_text(spec.key.get(e))
-            hit = cache[self.cache_key] = (
-                raw, spec.normalise_key(raw) if spec.normalise else raw)
-        raw, nkey = hit
+            norm = spec.normalise_key(raw) if spec.normalise else raw
+            hit = cache[self.cache_key] = (raw, hash(raw), norm)
+        self.raw_now, rawh, norm = hit
+        nkey = hash(norm) if spec.similarity is None else norm[:FUZZY_KEY_CHARS]
         result = None
         if spec.result_key is not None:
             result = cache.get(self.result_cache_key)
             if result is None:
-                result = cache[self.result_cache_key] = key_text(spec.result_key.get(e))
-        entry = _Entry(self.idx, ts, nkey, raw, result, e)
+                result = cache[self.result_cache_key] = hash(key_text(spec.result_key.get(e)))
+        mark = cache.get("mark")
+        if mark is None:
+            mark = cache["mark"] = mark_of(e)
+        entry = _Entry(self.idx, ts, nkey, rawh, result, mark)
         win.append(entry)
         self.counts[nkey] = self.counts.get(nkey, 0) + 1
         if self.ep is None and not self.eps:  # the common case: nothing open
             rec = self.recent
             rec.append(nkey)
-            self.recent_entries.append(entry)
+            if self.recent_entries is not None:
+                self.recent_entries.append(entry)
             if self.counts[nkey] >= spec.count:
                 return self._try_open(entry, ts)
             if spec.similarity is None:
@@ -689,6 +729,7 @@ class RepeatState(RuleState):
                 if not all(same(rec[size - i], rec[size - i - p]) for i in range(2, n - p + 1)):
                     continue
                 if len({rec[size - n + i] for i in range(p)}) > 1:
+                    assert self.recent_entries is not None
                     return self._open_with(list(self.recent_entries)[-n:], nkey, ts, p)
         return []
 
@@ -733,13 +774,13 @@ class RepeatState(RuleState):
         return self.start(ep)
 
     def _grow(self, ep: Episode, m: _Entry) -> None:
-        e = m.e
-        assert e is not None
-        ep.add(e, m.ts)
-        self.common(ep, e)
-        raws: set[str] = ep.data["raws"]
-        results: set[str] = ep.data["results"]
-        if len(raws) < 64 and m.raw is not None:
+        ep.add_mark(m.mark, m.ts)
+        ep.facts["event_type"] = m.mark[2]
+        if m.mark[2] == "tool":
+            ep.facts["tool"] = m.mark[3]
+        raws: set[int] = ep.data["raws"]
+        results: set[int] = ep.data["results"]
+        if len(raws) < 64:
             raws.add(m.raw)
         if m.result is not None and len(results) < 64:
             results.add(m.result)
@@ -753,7 +794,7 @@ class RepeatState(RuleState):
         f["repetitions"] = ep.count // period
         f["exact"] = distinct_keys <= (period if period > 1 else 1)
         f["similarity"] = round(ep.data["min_sim"], 1)
-        f["key"] = _short(m.raw or "")
+        f["key"] = _short(self.raw_now)  # members grow in order: the last one is now
         if self.spec.result_key is not None:
             f["distinct_results"] = len(results)
             identical = len(results) <= (period if period > 1 else 1)
@@ -827,9 +868,10 @@ class ThresholdState(RuleState):
         super().__init__(rule, watch)
         self.spec = spec
         self.need = spec.count
-        # matching events only, as (population index, ts, event): bounded by the window
-        self.q: deque[tuple[int, float, Event]] = deque(
-            maxlen=spec.window.events or SECONDS_WINDOW_CAP)
+        # matching events only, as (population index, ts, event): bounded by the window;
+        # created on the first match (most samples never match most threshold rules)
+        self.q: deque[tuple[int, float, Event]] | tuple[()] = ()
+        self.qlen = spec.window.events or SECONDS_WINDOW_CAP
         self.idx = 0
 
     @property
@@ -864,7 +906,7 @@ class ThresholdState(RuleState):
     def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
         reset = self.spec.reset
         if reset is not None and reset(e):
-            self.q.clear()
+            self.q = ()
             return self.end(ts) if self.ep is not None else []
         if self.q:
             self._slide(ts)
@@ -875,7 +917,10 @@ class ThresholdState(RuleState):
             if ep is not None and not self.q:
                 return self.end(ts)
             return []
-        self.q.append((self.idx, ts, e))
+        q = self.q
+        if q.__class__ is tuple:
+            q = self.q = deque(maxlen=self.qlen)
+        q.append((self.idx, ts, e))  # type: ignore[union-attr]
         if ep is not None:
             ep.add(e, ts)
             self.common(ep, e)
@@ -1304,7 +1349,7 @@ class SampleRowState(RuleState):
             ep.count = 1
             ep.facts.update(facts)
             if facts.get("error"):
-                ep.excerpts.append(_short(str(facts["error"])))
+                _push(ep.excerpts, _short(str(facts["error"])), MAX_EXCERPTS)
             return self.start(ep)
         ep.facts.update(facts)
         ep.last_seen = now
@@ -1370,7 +1415,17 @@ class UnseenState(EpisodicState):
     def __init__(self, rule: Rule, watch: SampleWatch, spec: UnseenSpec) -> None:
         super().__init__(rule, watch, spec.gap)
         self.spec = spec
-        self.texts: deque[str] = deque(maxlen=spec.keep)
+        # the last ``keep`` texts, joined by NUL (which no searched value contains, so a
+        # match cannot span two texts): one string instead of one object per text
+        self.blob = ""
+        self.lens: list[int] = []
+
+    def remember(self, text: str) -> None:
+        text = text.replace("\x00", "")
+        if len(self.lens) >= self.spec.keep:
+            self.blob = self.blob[self.lens.pop(0) + 1:]
+        self.blob = f"{self.blob}\x00{text}" if self.lens else text
+        self.lens.append(len(text))
 
     def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
         if not matched:
@@ -1379,15 +1434,19 @@ class UnseenState(EpisodicState):
         if spec.when(e):
             raw = spec.value.get(e)
             text = " ".join(key_text(raw).split()).lower() if raw is not None else ""
-            if len(text) >= spec.min_length and not any(text in t for t in self.texts):
+            text = text.replace("\x00", "")
+            if len(text) >= spec.min_length and text not in self.blob:
                 return self.hit(e, ts, {"value": _short(text, 80),
-                                        "searched": len(self.texts)})
+                                        "searched": len(self.lens)})
             self.since_hit += 1
             return self.gap_check(ts)
         if spec.seen_in(e):
             out = spec.field.get(e)
             if out is not None:
-                self.texts.append(" ".join(key_text(out).split()).lower())
+                text = " ".join(key_text(out).split()).lower()
+                # the server's truncation mark is not output, and would make the stored
+                # copy twice as large (one non-ASCII character widens the whole string)
+                self.remember(text[:-1] if text.endswith("…") else text)
         if self.ep is not None:
             self.since_hit += 1
             return self.gap_check(ts)

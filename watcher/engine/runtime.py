@@ -104,7 +104,7 @@ class RunContext:
         }
 
 
-_Target = tuple[Any, Any, tuple[ExceptionSpec, ...], RuleState]
+_Target = tuple[Any, tuple[ExceptionSpec, ...], int]  # predicate, exceptions, state index
 
 
 class Engine:
@@ -134,6 +134,7 @@ class Engine:
             else:
                 for t in r.events:
                     self.by_type.setdefault(t, []).append(r)
+        self._table: dict[str, tuple[tuple[int, ...], list[_Target]]] = {}
 
     @property
     def event_types(self) -> frozenset[str] | None:
@@ -152,6 +153,20 @@ class Engine:
 
     def open_sample(self, ref: SampleRef) -> SampleWatch:
         return SampleWatch(self, ref)
+
+    def targets(self, etype: str) -> tuple[tuple[int, ...], list[_Target]]:
+        """For one event type: the population counters it advances and the rules it
+        reaches, in load order. Shared by every sample (a per-sample copy costs KBs)."""
+        hit = self._table.get(etype)
+        if hit is None:
+            rules = self.by_type.get(etype, []) + self.any_type
+            rules.sort(key=lambda r: self.order[r.id])
+            pops = tuple(i for key, i in self.populations.items()
+                         if key is None or etype in key)
+            hit = (pops, [(r.predicate, self.exceptions[r.id], self.order[r.id])
+                          for r in rules])
+            self._table[etype] = hit
+        return hit
 
 
 def _applies(s: ExceptionSpec, rule: Rule) -> bool:
@@ -178,23 +193,10 @@ class SampleWatch:
             self.states[rid].pop_i = i
         # events of each population seen so far (see Engine.populations)
         self.pop: list[int] = [0] * len(eng.populations)
+        self.state_list = list(self.states.values())  # in load order: Engine.order
         self.idle = [s for s in self.states.values() if s.rule.detect_kind == "idle"]
-        self._table: dict[str, tuple[tuple[int, ...], list[_Target]]] = {}
         self.last_ts = 0.0
         self.finalized = False
-
-    def _targets(self, etype: str) -> tuple[tuple[int, ...], list[_Target]]:
-        hit = self._table.get(etype)
-        if hit is None:
-            eng = self.engine
-            rules = eng.by_type.get(etype, []) + eng.any_type
-            rules.sort(key=lambda r: eng.order[r.id])
-            pops = tuple(i for key, i in eng.populations.items()
-                         if key is None or etype in key)
-            hit = (pops, [(r.predicate, self.states[r.id].feed, eng.exceptions[r.id],
-                           self.states[r.id]) for r in rules])
-            self._table[etype] = hit
-        return hit
 
     def suppressed(self, view: dict[str, Any], rule: Rule) -> bool:
         """Whether a rule exception or run suppression covers this event or row."""
@@ -218,9 +220,10 @@ class SampleWatch:
         for s in self.idle:
             if s.ep is not None:
                 out += s.activity(ts)
-        table = self._table.get(event.get("type"))  # type: ignore[arg-type]
+        eng = self.engine
+        table = eng._table.get(event.get("type"))  # type: ignore[arg-type]
         if table is None:
-            table = self._targets(str(event.get("type")))
+            table = eng.targets(str(event.get("type")))
         pops, targets = table
         if not targets:
             return out
@@ -228,16 +231,17 @@ class SampleWatch:
         for i in pops:
             pop[i] += 1
         sv = self.sample_view
-        for pred, feed, excs, state in targets:
+        states = self.state_list
+        for pred, excs, i in targets:
             matched = True if pred is None else pred(event)
             if matched:
                 if excs and any(x.matches(event, sv) for x in excs):
                     matched = False
-                    if not state.armed():
+                    if not states[i].armed():
                         continue
-            elif not state.armed():  # a miss changes nothing (the common case)
+            elif not states[i].armed():  # a miss changes nothing (the common case)
                 continue
-            found = feed(event, ts, matched)
+            found = states[i].feed(event, ts, matched)
             if found:
                 out += found
         return out
