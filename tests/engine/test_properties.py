@@ -92,3 +92,54 @@ def test_threshold_in_one_time_window_is_order_independent(flags: list[bool], rn
     assert bool(a) == bool(b) == (sum(flags) >= 3)
     if a:
         assert a[-1].count == b[-1].count == sum(flags)
+
+
+# --- generated `where` predicates agree with JMESPath itself
+
+_WHERE_EXPRS = [
+    "function == 'submit'", "function != 'submit'", "stop_reason != 'tool_calls' && !has_error",
+    "has_error", "!has_error", "a.b == `1`", "a.b != `true`", "n == `0`", "n == `false`",
+    "x || y", "x && y", "!(x || y)", "a.b", "a.b.c == 'v'", "tokens > `100`",
+    "[x, y]", "x == y", "a == `{\"k\": 1}`", "@.x", "a.b || !x",
+]
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(
+    ["", "submit", "tool_calls", "v", "0"]), st.just([]), st.just({}), st.just({"k": 1}))
+_DOCS = st.fixed_dictionaries({}, optional={
+    k: _VALUES for k in ("function", "stop_reason", "has_error", "n", "x", "y", "tokens")
+} | {"a": st.one_of(_VALUES, st.fixed_dictionaries({}, optional={
+    "b": st.one_of(_VALUES, st.fixed_dictionaries({}, optional={"c": _VALUES}))}))})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_WHERE_EXPRS), _DOCS)
+def test_generated_where_matches_jmespath_truthiness(expr: str, doc: dict) -> None:
+    import jmespath
+
+    from watcher.engine.compile import Ctx, compile_path, truthy
+    from watcher.engine.yamlsrc import Doc
+
+    cp = compile_path(expr, Ctx(Doc.__new__(Doc), []), (), "where")
+    assert cp is not None and cp.test is not None
+    try:
+        want = truthy(jmespath.search(expr, doc))
+    except (jmespath.exceptions.JMESPathError, TypeError, ValueError):
+        want = False
+    assert cp.test(doc) is want, (expr, doc)
+
+
+def test_generated_where_keeps_jmespath_equality_of_bools_and_numbers() -> None:
+    """Python says 0 == False and 1 == True; JMESPath does not."""
+    from watcher.engine.compile import Ctx, compile_path
+    from watcher.engine.yamlsrc import Doc
+
+    def test(expr: str, doc: dict) -> bool:
+        cp = compile_path(expr, Ctx(Doc.__new__(Doc), []), (), "where")
+        assert cp is not None and cp.test is not None
+        return cp.test(doc)
+
+    assert test("n == `false`", {"n": 0}) is False
+    assert test("n == `1`", {"n": True}) is False
+    assert test("n != `0`", {"n": False}) is True
+    assert test("n == `1`", {"n": 1.0}) is True
+    assert test("function == 'submit'", {"function": "submit"}) is True
+    assert test("a.b == 'x'", {"a": "not a dict"}) is False

@@ -232,6 +232,7 @@ class CompiledPath:
     get: Getter
     fields: frozenset[str]
     fast: bool
+    test: Pred | None = None  # JMESPath truthiness of ``get``, generated as one function
 
 
 _PATH_CACHE: dict[str, CompiledPath] = {}
@@ -262,9 +263,96 @@ def compile_path(expr: Any, ctx: Ctx, path: Path_, what: str = "expression") -> 
                 return search(d)
             except (jmespath.exceptions.JMESPathError, TypeError, ValueError):
                 return None
-    out = CompiledPath(expr, getter, frozenset(_fields(compiled.parsed)), fast is not None)
+    test = _gen_test(compiled.parsed)
+    if test is None:
+        test = lambda d, g=getter: truthy(g(d))  # type: ignore[misc]  # noqa: E731
+    out = CompiledPath(expr, getter, frozenset(_fields(compiled.parsed)), fast is not None,
+                       test)
     _PATH_CACHE[expr] = out
     return out
+
+
+_SIMPLE_LITERALS = (str, int, float, bool, type(None))
+
+
+class _Gen:
+    """Generates one Python function for a JMESPath predicate (``where:``).
+
+    A ``where`` of fields, literals, ``==``/``!=``, ``&&``, ``||`` and ``!`` becomes a
+    single expression, e.g. ``d.get('stop_reason') != 'tool_calls' and not
+    _T(d.get('has_error'))``: the nested closures it replaces cost a call per node per
+    event, and predicates run for every rule on every event. Semantics are JMESPath's:
+    only truthiness matters in a predicate, and equality keeps ``_jp_equals`` unless one
+    side is a string literal (where it is plain ``==``).
+    """
+
+    def __init__(self) -> None:
+        self.ns: dict[str, Any] = {"_T": truthy, "_EQ": _jp_equals}
+        self.n = 0
+
+    def name(self, value: Any) -> str:
+        self.n += 1
+        key = f"_k{self.n}"
+        self.ns[key] = value
+        return key
+
+    def val(self, ast: dict[str, Any], d: str) -> str | None:
+        kind = ast["type"]
+        kids = ast.get("children") or []
+        if kind == "field":
+            return f"({d}.get({ast['value']!r}) if {d}.__class__ is dict else None)"
+        if kind == "current":
+            return d
+        if kind == "literal":
+            v = ast["value"]
+            return repr(v) if isinstance(v, _SIMPLE_LITERALS) else self.name(v)
+        if kind == "subexpression":
+            first = self.val(kids[0], d)
+            if first is None:
+                return None
+            self.n += 1
+            tmp = f"_v{self.n}"
+            second = self.val(kids[1], tmp)
+            if second is None:
+                return None
+            return f"(None if ({tmp} := {first}) is None else {second})"
+        fast = _fast(ast)
+        if fast is None:
+            return None
+        return f"{self.name(fast)}({d})"
+
+    def test(self, ast: dict[str, Any], d: str = "d") -> str | None:
+        kind = ast["type"]
+        kids = ast.get("children") or []
+        if kind == "comparator" and ast["value"] in ("eq", "ne"):
+            left, right = self.val(kids[0], d), self.val(kids[1], d)
+            if left is None or right is None:
+                return None
+            plain = any(k["type"] == "literal" and isinstance(k["value"], str) for k in kids)
+            if ast["value"] == "eq":
+                return f"({left} == {right})" if plain else f"_EQ({left}, {right})"
+            return f"({left} != {right})" if plain else f"(not _EQ({left}, {right}))"
+        if kind in ("and_expression", "or_expression"):
+            left, right = self.test(kids[0], d), self.test(kids[1], d)
+            if left is None or right is None:
+                return None
+            return f"({left} {'and' if kind == 'and_expression' else 'or'} {right})"
+        if kind == "not_expression":
+            inner = self.test(kids[0], d)
+            return None if inner is None else f"(not {inner})"
+        v = self.val(ast, d)
+        return None if v is None else f"_T({v})"
+
+
+def _gen_test(ast: dict[str, Any]) -> Pred | None:
+    gen = _Gen()
+    try:
+        src = gen.test(ast)
+    except (KeyError, TypeError):
+        return None
+    if src is None:
+        return None
+    return eval(f"lambda d: bool({src})", gen.ns)  # noqa: S307 - generated from the AST
 
 
 # --------------------------------------------------------------------------- regex safety
@@ -544,8 +632,7 @@ class PredicateCompiler:
                     ok = False
                 else:
                     self.fields |= cp.fields
-                    g = cp.get
-                    add(lambda e, g=g: truthy(g(e)))  # type: ignore[misc]
+                    add(cp.test)
         if any(t in spec for t in TEXT_TESTS):
             add(self._text(spec, path))
         elif "field" in spec:
@@ -565,11 +652,7 @@ class PredicateCompiler:
                 if any(s is None for s in subs):
                     ok = False
                     continue
-                fns = tuple(subs)
-                if comb == "all":
-                    add(lambda e, fns=fns: all(f(e) for f in fns))  # type: ignore[misc]
-                else:
-                    add(lambda e, fns=fns: any(f(e) for f in fns))  # type: ignore[misc]
+                add(_conjoin(subs) if comb == "all" else _disjoin(subs))  # type: ignore[arg-type]
         if "not" in spec:
             inner = self.compile(spec["not"], path + ("not",), "not")
             if inner is None:
@@ -900,5 +983,23 @@ def _conjoin(checks: list[Pred]) -> Pred:
     if len(checks) == 2:
         a, b = checks
         return lambda e: a(e) and b(e)
+    if len(checks) == 3:
+        a, b, c = checks
+        return lambda e: a(e) and b(e) and c(e)
     fns = tuple(checks)
     return lambda e: all(f(e) for f in fns)
+
+
+def _disjoin(checks: list[Pred]) -> Pred:
+    if not checks:
+        return lambda e: False
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        a, b = checks
+        return lambda e: bool(a(e) or b(e))
+    if len(checks) == 3:
+        a, b, c = checks
+        return lambda e: bool(a(e) or b(e) or c(e))
+    fns = tuple(checks)
+    return lambda e: any(f(e) for f in fns)
