@@ -99,7 +99,7 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               no_color: bool = False, summary_md: str | None = None,
               summary_html: str | None = None, full_evidence: bool = False,
               on_finding: str | None = None, wait_for_evals: float = 0.0,
-              extra_sinks: list[Any] | None = None) -> int:
+              extra_sinks: list[Any] | None = None, jobs: int = 1) -> int:
     """Run one watch with reporters; returns the exit code."""
     from watcher.reporters import RunContext
     from watcher.state import StateError, WatchState
@@ -119,7 +119,7 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     config = WatchConfig(transport=transport, log_dir=log_dir, replay=replay or [],
                          follow=follow, once=once, poll=poll, selector=selector,
                          min_confidence=min_confidence, fail_on=fail_on,
-                         wait_for_evals=wait_for_evals)
+                         wait_for_evals=wait_for_evals, jobs=jobs)
     watch = Watch(engine, config, state, sinks)
     context = RunContext(started_at=watch.started_at,
                          sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
@@ -177,6 +177,9 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
 @click.option("--full-evidence", is_flag=True, help="JSONL: evidence in full, not shortened.")
 @click.option("--on-finding", metavar="CMD", help="Run CMD for each new or escalated finding "
               "with its JSON on stdin (time-limited; failures are reported, never fatal).")
+@click.option("--jobs", "-j", type=int, default=1, show_default=True,
+              help="With --log-dir and --once: scan samples in this many processes "
+              "(0: one per CPU).")
 def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: str | None,
           rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[str, ...],
           needs_max: str | None, no_builtin: bool, suppress: str | None, poll: float, fmt: str,
@@ -184,19 +187,27 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
           min_confidence: str, once: bool, state_path: str | None, transport: str,
           fail_on: str | None, follow: bool, quiet: bool, no_color: bool,
           summary_md: str | None, summary_html: str | None, full_evidence: bool,
-          on_finding: str | None) -> None:
+          on_finding: str | None, jobs: int) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
+    import os
+
     from watcher.runner import Selector
 
     if poll <= 0:
         raise click.BadParameter("must be positive", param_hint="--poll")
+    if jobs < 0:
+        raise click.BadParameter("must be 0 (one per CPU) or more", param_hint="--jobs")
+    jobs = jobs or os.cpu_count() or 1
+    if jobs > 1 and not (log_dir and once):
+        raise click.BadParameter("parallel scans read logs: use it with --log-dir and --once",
+                                 param_hint="--jobs")
     engine = load_engine(rules, disable, only, needs_max, no_builtin, suppress)
     code = run_watch(engine, selector=Selector(task, sample_id, epoch), log_dir=log_dir,
                      poll=poll, fmt=fmt, output=output, min_confidence=min_confidence,
                      once=once, state_path=state_path, transport=transport, fail_on=fail_on,
                      follow=follow, quiet=quiet, no_color=no_color, summary_md=summary_md,
                      summary_html=summary_html, full_evidence=full_evidence,
-                     on_finding=on_finding)
+                     on_finding=on_finding, jobs=jobs)
     sys.exit(code)
 
 

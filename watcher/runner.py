@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -72,6 +73,15 @@ class RunOptions:
     selector: Selector = field(default_factory=Selector)
     # seconds a live process whose tasks are all done is still watched for new tasks
     exit_grace: float = PROCESS_EXIT_GRACE
+    # (k, n): read only the samples of shard k of n (a parallel post-hoc worker); the
+    # others still count in the task context, so sample rules judge them all alike
+    shard: tuple[int, int] | None = None
+
+    def owns(self, sample_id: str, epoch: int) -> bool:
+        if self.shard is None:
+            return True
+        k, n = self.shard
+        return zlib.crc32(f"{sample_id}:{epoch}".encode()) % n == k
 
 
 class TaskWatcher:
@@ -180,6 +190,11 @@ class TaskWatcher:
         return None if self.as_of is None else self.as_of - 1.0
 
     def _on_row(self, key: tuple[str, int], row: SampleRow, now: float) -> None:
+        if not self.opts.owns(*key):
+            if row.terminal and key not in self._in_context:
+                self._in_context.add(key)
+                self.context.add(row.raw)
+            return
         skey = WatchState.sample_key(self.task.eval_id, *key)
         if skey in self.state.finished and key not in self.streams:
             return

@@ -60,6 +60,8 @@ class WatchConfig:
     fail_on: str | None = None
     wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
     exit_grace: float = PROCESS_EXIT_GRACE  # see RunOptions.exit_grace
+    jobs: int = 1  # processes for a post-hoc scan (log_dir with once); see Watch.run
+    shard: tuple[int, int] | None = None  # set in a parallel scan's workers
 
 
 @dataclass
@@ -81,7 +83,7 @@ class Watch:
         self.state = state
         self.sinks = sinks
         self.opts = RunOptions(poll=config.poll, once=config.once, selector=config.selector,
-                               exit_grace=config.exit_grace)
+                               exit_grace=config.exit_grace, shard=config.shard)
         self.runner = Runner(engine, self.opts, state)
         self.findings: dict[str, Finding] = {}
         self.notices: list[Notice] = []
@@ -91,6 +93,8 @@ class Watch:
         self.started_at = time.time()
         # findings read from logs or recordings are about runs that are over
         self.live = not (config.log_dir or config.replay)
+        self._merged: RunSummary | None = None  # a parallel scan's workers' summaries
+        self._workers = 0
 
     # -- sources -----------------------------------------------------------
 
@@ -187,8 +191,8 @@ class Watch:
 
     def summary(self) -> RunSummary:
         """What the end-of-run reports show: tasks, samples, findings, notices."""
-        tasks: list[TaskSummary] = []
-        samples: list[SampleSummary] = []
+        tasks: list[TaskSummary] = list(self._merged.tasks) if self._merged else []
+        samples: list[SampleSummary] = list(self._merged.samples) if self._merged else []
         for sw in self.runner.watchers.values():
             for tw in sw.tasks.values():
                 t = tw.task
@@ -211,6 +215,9 @@ class Watch:
     # -- the loop --------------------------------------------------------------
 
     def run(self, on_tick: Callable[[], None] | None = None) -> WatchResult:
+        cfg = self.config
+        if cfg.jobs > 1 and cfg.log_dir and cfg.once and cfg.shard is None:
+            return self._run_parallel()
         static = self._add_static_sources()
         if not static:
             self._discover()
@@ -265,6 +272,99 @@ class Watch:
 
     def request_stop(self) -> None:
         self._interrupted = True
+
+    # -- parallel post-hoc scans -----------------------------------------------------
+
+    def _run_parallel(self) -> WatchResult:
+        """Scan a log directory with ``jobs`` forked processes, one shard of samples each.
+
+        Rules are per sample, so samples split cleanly: each worker reads every log's
+        listing (so sample rules compare against the whole task, as in one process)
+        but streams only the samples of its shard. Workers are forked after the rules
+        are compiled and Inspect's log reader is imported, so they start at once; what
+        they find comes back here and is routed as usual (state, filters, reporters).
+        """
+        import multiprocessing
+
+        from watcher.sources import logs  # noqa: F401  (imported once, inherited)
+
+        try:
+            import inspect_ai.log  # noqa: F401
+        except ImportError:  # pragma: no cover - a dependency
+            pass
+        global _FORKED
+        jobs = self.config.jobs
+        _FORKED = (self.engine, self.config, self.state)
+        try:
+            ctx = multiprocessing.get_context("fork")
+            with ctx.Pool(jobs) as pool:
+                results = pool.map(_shard_worker, range(jobs))
+        except KeyboardInterrupt:
+            self._interrupted = True
+            results = []
+        finally:
+            _FORKED = None
+        seen_notices: set[tuple[str, str]] = set()
+        tasks: dict[str, TaskSummary] = {}
+        samples: dict[tuple[str, str, int], SampleSummary] = {}
+        for outputs, summary, finished in results:
+            for item in outputs:
+                if isinstance(item, Notice):
+                    if (item.kind, item.message) in seen_notices:
+                        continue  # every worker reads every listing: say it once
+                    seen_notices.add((item.kind, item.message))
+                self._route(item)
+            for t in summary.tasks:
+                tasks.setdefault(t.eval_id, t)
+            for smp in summary.samples:
+                samples.setdefault((smp.eval_id, smp.sample_id, smp.epoch), smp)
+            self.state.finished.update(finished)
+        self._workers = jobs
+        self._merged = RunSummary(tasks=tuple(tasks.values()), samples=tuple(samples.values()),
+                                  findings=(), notices=(), log_dirs=(), log_files=(),
+                                  started_at=self.started_at, ended_at=time.time())
+        self.state.save()
+        code = EXIT_FAIL_ON if self.failed else EXIT_OK
+        if self._interrupted and not self.failed:
+            code = EXIT_INTERRUPTED
+        return WatchResult(code, self.findings, self.notices, self._interrupted, jobs)
+
+
+class _Collect:
+    """A worker's sink: everything the runner emitted, in order, for the parent."""
+
+    def __init__(self) -> None:
+        self.items: list[Finding | Notice] = []
+
+    def finding(self, f: Finding) -> None:
+        self.items.append(f)
+
+    def notice(self, n: Notice) -> None:
+        self.items.append(n)
+
+    def status(self, snapshot: StatusSnapshot) -> None:
+        return None
+
+
+# (engine, config, state) for forked workers: set just before the fork, so nothing that
+# cannot be pickled (compiled rules) has to cross a process boundary
+_FORKED: tuple[Engine, WatchConfig, WatchState] | None = None
+
+
+def _shard_worker(k: int) -> tuple[list[Finding | Notice], RunSummary, set[str]]:
+    assert _FORKED is not None
+    from watcher.sources.logs import forget_open_zips
+
+    forget_open_zips()  # inherited zip handles share file offsets with the parent's
+    engine, config, state = _FORKED
+    # samples finished in an earlier run are skipped as in one process; everything found
+    # goes back to the parent, whose state decides what is news
+    mine = WatchState(finished=set(state.finished))
+    sink = _Collect()
+    watch = Watch(engine, replace(config, shard=(k, config.jobs), min_confidence="low",
+                                  fail_on=None), mine, [sink])
+    watch.run()
+    return sink.items, watch.summary(), mine.finished
 
 
 def _install_sigterm(handler: Callable[[], None]) -> Any:

@@ -405,6 +405,13 @@ def _open_zip(path: str) -> Any:
         return _LockedZip(z)
 
 
+def forget_open_zips() -> None:
+    """Drop (without closing) the cached zip handles: for a forked child, whose
+    inherited file descriptors share their read offsets with the parent's."""
+    with _ZIPS_LOCK:
+        _ZIPS.clear()
+
+
 class _LockedZip:
     """A shared ``ZipFile`` whose reads are serialised (threads share one file handle)."""
 
