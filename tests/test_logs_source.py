@@ -360,3 +360,79 @@ def test_demo_formats_agree(demo_logs: dict[str, Path]) -> None:
         assert [e["event"] for e in a] == [e["event"] for e in b]
         assert [normalise(e, "content").get("args") for e in a if e["event"] == "tool"] == [
             normalise(e, "content").get("args") for e in b if e["event"] == "tool"]
+
+
+# --- the inspect-free fast path for local .eval logs agrees with Inspect's reader
+
+
+def _fresh_logs() -> list[Path]:
+    return sorted(CORPUS.glob("*.eval"))
+
+
+@pytest.mark.parametrize("log", _fresh_logs(), ids=lambda p: p.name)
+def test_fast_header_and_summaries_match_inspect_reader(log: Path) -> None:
+    from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
+
+    from watcher.sources.logs import _task_info, _task_info_json, _zip_json, summary_row
+
+    header = _zip_json(str(log), "header.json")
+    assert header is not None  # a finished log keeps its header in the zip
+    from dataclasses import replace
+
+    src = LogSource(str(log))
+    (task,) = src.tasks()
+    loc = task.log_location or ""
+    slow = _task_info(read_eval_log(loc, header_only=True), loc)
+    assert replace(task, counts=slow.counts) == slow  # whichever path the source took
+    entry = src._logs[task.log_location or ""]
+    if "eval_id" not in header["eval"]:  # an old format: Inspect's reader migrates it
+        assert not entry.fast
+        return
+    assert entry.fast
+    assert _task_info_json(header, loc) == slow
+    stored = _zip_json(str(log), "summaries.json")
+    assert stored is not None
+    assert [summary_row(s) for s in stored] == \
+        [summary_row(s) for s in read_eval_log_sample_summaries(str(log))]
+    assert [r.raw for r in src.samples(task).samples] == sorted(
+        [summary_row(s) for s in read_eval_log_sample_summaries(str(log))],
+        key=lambda r: (r.get("started_at") or 0.0, r["sample_id"], r["epoch"]))
+
+
+def test_fast_listing_matches_list_eval_logs(tmp_path: Path) -> None:
+    from inspect_ai.log import list_eval_logs
+
+    from watcher.sources.logs import _list_local
+
+    for f in _fresh_logs():
+        shutil.copy(f, tmp_path / f.name)
+    (tmp_path / "sub").mkdir()
+    shutil.copy(_fresh_logs()[0], tmp_path / "sub" / "2026-01-01T00-00-00_x_y.eval")
+    (tmp_path / "logs.json").write_text("{}")  # eval-set bookkeeping, not a log
+    (tmp_path / "notes.txt").write_text("x")
+    fast = _list_local(str(tmp_path), recursive=True)
+    slow = list_eval_logs(str(tmp_path), recursive=True)
+    assert fast is not None
+    assert [(f.name, f.size) for f in fast] == [(s.name, s.size) for s in slow]
+    assert [round(f.mtime) for f in fast] == [round(s.mtime) for s in slow]
+
+
+def test_local_eval_scan_does_not_import_inspect(tmp_path: Path) -> None:
+    """Importing Inspect costs seconds; a post-hoc scan of finished .eval logs skips it."""
+    import subprocess
+    import sys
+
+    shutil.copy(CORPUS / "metr-oxdna-claude-opus.eval", tmp_path)  # a current format
+    code = ("import sys\n"
+            "from watcher.engine import Engine, load_rules\n"
+            "from watcher.state import WatchState\n"
+            "from watcher.watch import Watch, WatchConfig\n"
+            "engine = Engine(load_rules(builtin=True, user_dir=False))\n"
+            f"w = Watch(engine, WatchConfig(log_dir={str(tmp_path)!r}, once=True), "
+            "WatchState(), [])\n"
+            "w.run()\n"
+            "print(len(w.summary().samples), 'inspect_ai' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["6", "False"]

@@ -322,8 +322,12 @@ class SourceWatcher:
         self.emit = emit
         self.label = label
         self.tasks: dict[str, TaskWatcher] = {}
-        # page reads in flight per source; HttpSource caps them again per process
-        self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"read-{label}")
+        # page reads in flight per source (HttpSource caps them again per process); a
+        # source whose reads are CPU work in this process (local logs) says 1: threads
+        # would only take turns at the GIL
+        reads = int(getattr(source, "parallel_reads", 4))
+        self.pool = (ThreadPoolExecutor(max_workers=reads, thread_name_prefix=f"read-{label}")
+                     if reads > 1 else None)
         self.gone = False
         self.finished = False
         self.cycles = 0
@@ -460,7 +464,8 @@ class SourceWatcher:
                 if not self.behind:  # a backlog is read at once, not one budget per poll
                     stop.wait(max(0.0, self.opts.poll - (time.monotonic() - started)))
         finally:
-            self.pool.shutdown(wait=False)
+            if self.pool is not None:
+                self.pool.shutdown(wait=False)
             self.source.close()
 
 

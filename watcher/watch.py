@@ -281,17 +281,13 @@ class Watch:
         Rules are per sample, so samples split cleanly: each worker reads every log's
         listing (so sample rules compare against the whole task, as in one process)
         but streams only the samples of its shard. Workers are forked after the rules
-        are compiled and Inspect's log reader is imported, so they start at once; what
-        they find comes back here and is routed as usual (state, filters, reporters).
+        are compiled, so they start at once; what they find comes back here and is
+        routed as usual (state, filters, reporters).
         """
         import multiprocessing
 
         from watcher.sources import logs  # noqa: F401  (imported once, inherited)
 
-        try:
-            import inspect_ai.log  # noqa: F401
-        except ImportError:  # pragma: no cover - a dependency
-            pass
         global _FORKED
         jobs = self.config.jobs
         _FORKED = (self.engine, self.config, self.state)

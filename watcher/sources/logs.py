@@ -16,7 +16,11 @@ so rules see identical input whether they watched a live run or read its log:
   stays valid here.
 
 ``inspect_ai`` is imported inside functions only: importing it costs seconds,
-and the live path must not pay for it.
+and the live path must not pay for it. A post-hoc scan of local ``.eval`` files
+does not import it at all when it can help it: the listing is a directory walk,
+and a finished log's header, sample summaries and samples are JSON documents in
+its zip (read with :mod:`zipfile`). Anything else (``.json`` logs, URLs, logs
+still being written, documents that do not parse) goes through Inspect's reader.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -45,7 +51,62 @@ from watcher.sources.base import (
     sample_row,
 )
 
+try:  # a sample's JSON is tens of KB: orjson decodes it several times faster. It
+    # refuses NaN and huge integers (a ValueError): such a log goes to Inspect's reader
+    from orjson import dumps as _dumps
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - declared dependency
+    _loads = json.loads
+    _dumps = None
+
 LOG_SUFFIXES = (".eval", ".json")
+# Inspect's own test for a `.json` log file name (``log_file_pattern``)
+_JSON_LOG_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}[:-]\d{2}[:-]\d{2}.*$")
+_CANCELLED_EXC_NAMES = ("CancelledError", "Cancelled")
+
+
+@dataclass
+class _FileInfo:
+    """What ``list_eval_logs`` reports of a file (``name`` is a ``file://`` URL)."""
+
+    name: str
+    size: int
+    mtime: float  # milliseconds, as Inspect's filesystem reports it
+
+
+def _local_path(location: str) -> str | None:
+    """The local path of a plain path or ``file://`` URL; ``None`` for other URLs."""
+    if location.startswith("file://"):
+        return location[len("file://"):]
+    if "://" in location:
+        return None
+    return location
+
+
+def _local_info(path: str) -> _FileInfo:
+    st = os.stat(path)
+    return _FileInfo("file://" + os.path.abspath(path), st.st_size, st.st_mtime_ns / 1e6)
+
+
+def _list_local(path: str, recursive: bool) -> list[_FileInfo] | None:
+    """Log files under a local directory (or the file itself), newest first, as
+    ``list_eval_logs`` lists them; ``None`` when the path does not exist."""
+    if os.path.isfile(path):
+        return [_local_info(path)]
+    if not os.path.isdir(path):
+        return None
+    found: list[_FileInfo] = []
+    for root, dirs, files in os.walk(path):
+        for name in files:
+            if name.endswith(".eval") or (name.endswith(".json") and _JSON_LOG_NAME.match(name)):
+                try:
+                    found.append(_local_info(os.path.join(root, name)))
+                except OSError:
+                    continue  # gone while listing
+        if not recursive:
+            dirs.clear()
+    found.sort(key=lambda f: f.mtime, reverse=True)
+    return found
 
 
 def encode_cursor(nonce: str, offset: int) -> str:
@@ -85,41 +146,54 @@ def to_unix(value: Any) -> float | None:
 
 
 def _is_cancellation(message: str | None) -> bool:
-    try:
-        from inspect_ai._util.error import is_cancellation_message
-    except ImportError:  # private helper moved: fall back to its core test
-        return message is not None and message.startswith("CancelledError(")
-    return is_cancellation_message(message)
+    # Inspect's test, without importing Inspect for it (seconds) unless it is loaded
+    mod = sys.modules.get("inspect_ai._util.error")
+    test = getattr(mod, "is_cancellation_message", None)
+    if test is not None:
+        return bool(test(message))
+    return message is not None and any(
+        message.startswith(f"{name}(") for name in _CANCELLED_EXC_NAMES)
+
+
+def _get(obj: Any, name: str) -> Any:
+    """An attribute of a pydantic summary, or a key of its stored JSON."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 def summary_row(summary: Any) -> dict[str, Any]:
-    """A listing row from an ``EvalSampleSummary``, shaped like the live listing's."""
-    error = summary.error
+    """A listing row from an ``EvalSampleSummary`` (or its JSON), shaped like the live
+    listing's."""
+    error = _get(summary, "error")
+    if isinstance(error, dict):  # stored JSON of an older log: an EvalError
+        error = error.get("message")
     if error is not None and _is_cancellation(error):
         status, error = "cancelled", None
     elif error is not None:
         status = "error"
-    elif summary.completed:
+    elif _get(summary, "completed"):
         status = "completed"
     else:
         status = "running"
-    usage = summary.model_usage or {}
+    usage = _get(summary, "model_usage") or {}
+    limit = _get(summary, "limit")
+    if isinstance(limit, dict):  # stored JSON of an older log: an EvalSampleLimit
+        limit = limit.get("type")
     return {
-        "sample_id": str(summary.id),
-        "epoch": summary.epoch,
+        "sample_id": str(_get(summary, "id")),
+        "epoch": _get(summary, "epoch"),
         "status": status,
-        "started_at": to_unix(summary.started_at),
-        "completed_at": to_unix(summary.completed_at),
-        "total_time": summary.total_time,
-        "total_tokens": sum(u.total_tokens or 0 for u in usage.values()),
-        "message_count": summary.message_count,
-        "turn_count": summary.turn_count,
-        "scores": {name: s.value for name, s in (summary.scores or {}).items()},
+        "started_at": to_unix(_get(summary, "started_at")),
+        "completed_at": to_unix(_get(summary, "completed_at")),
+        "total_time": _get(summary, "total_time"),
+        "total_tokens": sum(_get(u, "total_tokens") or 0 for u in usage.values()),
+        "message_count": _get(summary, "message_count"),
+        "turn_count": _get(summary, "turn_count"),
+        "scores": {name: _get(sc, "value") for name, sc in (_get(summary, "scores") or {}).items()},
         "error": error,
-        "retries": summary.retries or 0,
-        "limit": summary.limit,
-        "limit_reason": summary.limit_reason,
-        "uuid": summary.uuid,
+        "retries": _get(summary, "retries") or 0,
+        "limit": limit,
+        "limit_reason": _get(summary, "limit_reason"),
+        "uuid": _get(summary, "uuid"),
     }
 
 
@@ -132,6 +206,7 @@ class _LogEntry:
     task: TaskInfo
     summaries: list[Any] | None = None
     ids: dict[tuple[str, int], Any] = field(default_factory=dict)
+    fast: bool = False  # a current-format .eval: its stored JSON is read directly
 
 
 @dataclass
@@ -166,6 +241,9 @@ class LogSource:
         self._samples: OrderedDict[tuple[str, str, int, bool], _ParsedSample] = OrderedDict()
         self._json_logs: OrderedDict[str, Any] = OrderedDict()
         self._notices: list[str] = []
+        # reading a local log is CPU work under the GIL: read one sample at a time
+        # (parallel scans use processes: --jobs); remote reads wait on the network
+        self.parallel_reads = 1 if _local_path(log_dir) is not None else 4
 
     # -- listing -----------------------------------------------------------
 
@@ -173,6 +251,12 @@ class LogSource:
         return self.log_dir.rstrip("/").endswith(LOG_SUFFIXES)
 
     def _list(self) -> list[Any]:
+        local = _local_path(self.log_dir)
+        if local is not None and not self.fs_options:
+            found = _list_local(local, self.recursive)
+            if found is None and self._single_file():
+                raise NotFound(f"{self.log_dir}: no such log file")
+            return found or []
         from inspect_ai.log import list_eval_logs
 
         try:
@@ -208,13 +292,19 @@ class LogSource:
             return entry
         if entry is not None:
             self._forget(location)
-        from inspect_ai.log import read_eval_log
-
         try:
-            task = _task_info(read_eval_log(location, header_only=True), location)
+            header = _zip_json(location, "header.json")
+            # older formats (no eval_id) need Inspect's migrations: read those with it
+            fast = isinstance(header, dict) and "eval_id" in (header.get("eval") or {})
+            if fast:
+                task = _task_info_json(header, location)  # type: ignore[arg-type]
+            else:
+                from inspect_ai.log import read_eval_log
+
+                task = _task_info(read_eval_log(location, header_only=True), location)
         except Exception as ex:
             raise BadResponse(f"{location}: unreadable log: {ex}") from ex
-        entry = _LogEntry(location=location, stamp=stamp, task=task)
+        entry = _LogEntry(location=location, stamp=stamp, task=task, fast=fast)
         self._logs[location] = entry
         self.unreadable.pop(location, None)
         try:
@@ -246,19 +336,23 @@ class LogSource:
 
     def _summaries(self, entry: _LogEntry) -> list[Any]:
         if entry.summaries is None:
-            from inspect_ai.log import read_eval_log_sample_summaries
-
             try:
-                if entry.location.endswith(".json"):
+                stored = _zip_json(entry.location, "summaries.json") if entry.fast else None
+                if isinstance(stored, list) and all(isinstance(x, dict) for x in stored):
+                    summaries = stored
+                elif entry.location.endswith(".json"):
                     summaries = [s.summary() for s in self._json_log(entry.location).samples or []]
                 else:
+                    from inspect_ai.log import read_eval_log_sample_summaries
+
                     summaries = read_eval_log_sample_summaries(entry.location)
             except SourceError:
                 raise
             except Exception as ex:
                 raise BadResponse(f"{entry.location}: unreadable sample summaries: {ex}") from ex
             entry.summaries = list(summaries)
-            entry.ids = {(str(s.id), int(s.epoch)): s.id for s in entry.summaries}
+            entry.ids = {(str(_get(s, "id")), int(_get(s, "epoch"))): _get(s, "id")
+                         for s in entry.summaries}
         return entry.summaries
 
     def _json_log(self, location: str) -> Any:
@@ -308,8 +402,7 @@ class LogSource:
         next_offset = offset + len(scanned)
         wanted = None if types is None or types & {"all", "*"} else types
         unknown: set[str] = set()
-        out = [resolve_attachments(e if tier == "full" else _light(e), parsed.attachments,
-                                   unknown)
+        out = [_resolved(e if tier == "full" else _light(e), parsed.attachments, unknown)
                for e in scanned if wanted is None or e.get("event") in wanted]
         if unknown:
             self._notices.append(
@@ -369,14 +462,36 @@ class LogSource:
         self._json_logs.clear()
 
 
-_HEAVY_MODEL_KEYS = frozenset({"input", "input_refs", "call", "config"})
+# what only the ``full`` tier shows (the whole conversation, tool definitions, the raw
+# API call, a tool's sub-events and view): neither resolved nor projected below it
+_HEAVY_KEYS = {"model": frozenset({"input", "input_refs", "call", "config", "tools"}),
+               "tool": frozenset({"events", "view"})}
+
+
+def _resolved(e: dict[str, Any], attachments: dict[str, str],
+              unknown: set[str]) -> dict[str, Any]:
+    """``resolve_attachments(e)``, skipped for an event that holds no reference.
+
+    Walking an event in Python costs far more than serialising it in C and looking
+    for the prefix, and most events hold none. Events are read-only downstream
+    (``normalise`` builds new dicts), so one without references is passed as is.
+    """
+    if _dumps is not None:
+        try:
+            blob = _dumps(e)
+        except TypeError:  # not plain JSON data: walk it
+            blob = b"attachment://"
+        if b"attachment://" not in blob and b"tc://" not in blob:
+            return e
+    return resolve_attachments(e, attachments, unknown)  # type: ignore[no-any-return]
 
 
 def _light(e: dict[str, Any]) -> dict[str, Any]:
-    """A model event without what only the ``full`` tier shows (the whole conversation)."""
-    if e.get("event") != "model":
+    """An event without what only the ``full`` tier shows."""
+    heavy = _HEAVY_KEYS.get(e.get("event"))  # type: ignore[arg-type]
+    if heavy is None:
         return e
-    return {k: v for k, v in e.items() if k not in _HEAVY_MODEL_KEYS}
+    return {k: v for k, v in e.items() if k not in heavy}
 
 
 _ZIPS: OrderedDict[tuple[str, float, int], Any] = OrderedDict()
@@ -441,7 +556,7 @@ def read_eval_zip_sample(location: str, sid: Any, epoch: int) -> dict[str, Any] 
         except ImportError:
             pass
         z = _open_zip(path)
-        data = json.loads(z.read(f"samples/{sid}_epoch_{epoch}.json"))
+        data = _loads(z.read(f"samples/{sid}_epoch_{epoch}.json"))
     except (OSError, KeyError, ValueError, NotImplementedError, RuntimeError,
             zipfile.BadZipFile):
         return None
@@ -504,6 +619,53 @@ def _task_info(log: Any, location: str) -> TaskInfo:
     )
 
 
+def _zip_json(location: str, name: str) -> Any:
+    """A JSON document stored in a local ``.eval`` zip, or ``None`` (not there, not a
+    local ``.eval``, or unreadable: the caller then asks Inspect's reader)."""
+    path = _local_path(location)
+    if path is None or not path.endswith(".eval"):
+        return None
+    try:
+        import zipfile
+
+        try:
+            import zipfile_zstd  # noqa: F401  (registers zstd with zipfile)
+        except ImportError:
+            pass
+        return _loads(_open_zip(path).read(name))
+    except (OSError, KeyError, ValueError, NotImplementedError, RuntimeError,
+            zipfile.BadZipFile):
+        return None
+
+
+def _task_info_json(header: dict[str, Any], location: str) -> TaskInfo:
+    """:func:`_task_info` from a finished log's stored ``header.json``."""
+    spec = header.get("eval") or {}
+    stats = header.get("stats") or {}
+    results = header.get("results") or {}
+    error = header.get("error") or {}
+    return TaskInfo(
+        eval_id=spec["eval_id"],
+        task=spec["task"],
+        task_id=spec["task_id"],
+        model=spec["model"],
+        status=header.get("status"),
+        started_at=to_unix(stats.get("started_at") or None),
+        completed_at=to_unix(stats.get("completed_at") or None),
+        log_location=location,
+        run_id=spec.get("run_id"),
+        raw={
+            "eval_id": spec["eval_id"], "run_id": spec.get("run_id"), "task": spec["task"],
+            "task_id": spec["task_id"], "model": spec["model"],
+            "status": header.get("status"), "log_location": location,
+            "version": header.get("version"), "created": to_unix(spec.get("created")),
+            "total_samples": results.get("total_samples") if results else None,
+            "completed_samples": results.get("completed_samples") if results else None,
+            "error": error.get("message") if error else None,
+        },
+    )
+
+
 def _counts(summaries: list[Any]) -> dict[str, int]:
     """The live task row's ``samples`` counts, over the samples the log holds."""
     counts = {"total": len(summaries), "completed": 0, "errored": 0, "cancelled": 0,
@@ -523,6 +685,15 @@ def _stat(location: str, fs_options: dict[str, Any]) -> tuple[Any, Any] | None:
     Checked on every ``samples``/``events`` call so a partly flushed log that
     grew since it was listed is re-read rather than served stale.
     """
+    local = _local_path(location)
+    if local is not None and not fs_options:
+        try:
+            info = _local_info(local)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return _UNKNOWN
+        return (info.size, info.mtime)
     from inspect_ai._util.file import filesystem
 
     try:
