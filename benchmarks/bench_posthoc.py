@@ -94,16 +94,24 @@ def main() -> None:
     size = sum(p.stat().st_size for p in logs)
     print(f"log dir: {len(logs)} .eval file(s), {size / 1e6:.1f} MB")
 
-    # 1. CLI subprocess
-    out = work / "findings.jsonl"
-    c0, w0 = children_cpu(), time.perf_counter()
-    proc = run_quiet(watch_cmd("watch", "--log-dir", str(log_dir), "--once", "--format",
-                               "jsonl", "-o", str(out)))
-    cli_wall, cli_cpu = time.perf_counter() - w0, children_cpu() - c0
-    lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] \
-        if out.exists() else []
-    cli_findings = sum(1 for x in lines if x.get("kind") == "finding")
-    print(f"inspect-watch watch --once exit {proc.returncode}: {cli_findings} findings")
+    # 1. CLI subprocess, one process and then --jobs (one per CPU)
+    jobs = os.cpu_count() or 1
+    cli: dict[int, tuple[float, float]] = {}
+    found: dict[int, list[tuple[str, str, str]]] = {}
+    for j in sorted({1, jobs}):
+        out = work / f"findings-j{j}.jsonl"
+        c0, w0 = children_cpu(), time.perf_counter()
+        proc = run_quiet(watch_cmd("watch", "--log-dir", str(log_dir), "--once", "--format",
+                                   "jsonl", "-o", str(out), "--jobs", str(j)))
+        cli[j] = (time.perf_counter() - w0, children_cpu() - c0)
+        lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] \
+            if out.exists() else []
+        found[j] = sorted((x["id"], x["confidence"], x["status"]) for x in lines
+                          if x.get("kind") == "finding")
+        print(f"inspect-watch watch --once --jobs {j}: exit {proc.returncode}, "
+              f"{len(found[j])} findings")
+    if found[jobs] != found[1]:
+        print("  WARNING: --jobs changed the findings")
 
     # 2. Python API
     engine = Engine(load_rules(builtin=True, user_dir=False))
@@ -142,14 +150,23 @@ def main() -> None:
 
     print(f"\n{n} samples, cpus={os.cpu_count()}")
     print(f"{'method':<34} {'wall':>8} {'cpu':>8} {'samples/s':>10}")
-    print(f"{'inspect-watch watch --once (proc)':<34} {cli_wall:>7.1f}s {cli_cpu:>7.1f}s "
-          f"{n / cli_wall:>10.1f}")
+    for j, (cli_wall, cli_cpu) in cli.items():
+        label = f"inspect-watch watch --once -j{j}"
+        print(f"{label:<34} {cli_wall:>7.1f}s {cli_cpu:>7.1f}s {n / cli_wall:>10.1f}")
     print(f"{'Python API (in-process)':<34} {api_wall:>7.1f}s {api_cpu:>7.1f}s "
           f"{n / api_wall:>10.1f}")
     print(f"{'inspect ctl paging, measured':<34} {ctl_wall:>7.1f}s {ctl_cpu:>7.1f}s "
           f"{k / ctl_wall:>10.2f}   ({k} samples, {pages} pages; events only, no rules)")
     print(f"{'inspect ctl paging, extrapolated':<34} {ctl_wall * n / k:>7.0f}s "
           f"{ctl_cpu * n / k:>7.0f}s {k / ctl_wall:>10.2f}   (x{n / k:.0f}, linear)")
+    # Inspect Scout's grep scanners, as measured on machines like these (issue #6):
+    # about 12 s to start and 47 ms per transcript
+    scout = 12.0 + 0.047 * n
+    print(f"{'Inspect Scout grep (reference)':<34} {scout:>7.1f}s {'':>8} {n / scout:>10.1f}"
+          "   (12 s start-up + 47 ms per transcript; not run here)")
+    for j, (cli_wall, _) in cli.items():
+        print(f"  -j{j}: {scout / cli_wall:.1f}x Scout's throughput, start-up included; "
+              f"per transcript {(n / cli_wall) / (1 / 0.047):.1f}x")
 
 
 if __name__ == "__main__":
