@@ -999,7 +999,8 @@ class SequenceSpec:
 
 
 class SequenceState(EpisodicState):
-    def armed(self) -> bool:  # a miss never reaches the detector's state
+    def armed(self) -> bool:
+        """A miss never reaches this detector's state: the engine need not call it."""
         return False
 
     def __init__(self, rule: Rule, watch: SampleWatch, spec: SequenceSpec) -> None:
@@ -1089,7 +1090,8 @@ class AbsenceSpec:
 
 
 class AbsenceState(EpisodicState):
-    def armed(self) -> bool:  # a miss never reaches the detector's state
+    def armed(self) -> bool:
+        """A miss never reaches this detector's state: the engine need not call it."""
         return False
 
     def __init__(self, rule: Rule, watch: SampleWatch, spec: AbsenceSpec) -> None:
@@ -1409,7 +1411,8 @@ class UnseenSpec:
 
 
 class UnseenState(EpisodicState):
-    def armed(self) -> bool:  # a miss never reaches the detector's state
+    def armed(self) -> bool:
+        """A miss never reaches this detector's state: the engine need not call it."""
         return False
 
     def __init__(self, rule: Rule, watch: SampleWatch, spec: UnseenSpec) -> None:
