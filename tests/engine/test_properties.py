@@ -143,3 +143,16 @@ def test_generated_where_keeps_jmespath_equality_of_bools_and_numbers() -> None:
     assert test("n == `1`", {"n": 1.0}) is True
     assert test("function == 'submit'", {"function": "submit"}) is True
     assert test("a.b == 'x'", {"a": "not a dict"}) is False
+
+
+def test_three_step_paths_follow_every_step() -> None:
+    """JMESPath parses a.b.c as one node with three children; the fast getters once
+    stopped after the second."""
+    from watcher.engine.compile import Ctx, compile_path
+    from watcher.engine.yamlsrc import Doc
+
+    cp = compile_path("a.b.c", Ctx(Doc.__new__(Doc), []), (), "field")
+    assert cp is not None
+    assert cp.get({"a": {"b": {"c": 7}}}) == 7
+    assert cp.get({"a": {"b": "v"}}) is None
+    assert cp.test is not None and cp.test({"a": {"b": "v"}}) is False

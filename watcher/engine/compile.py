@@ -150,16 +150,19 @@ def _fast(ast: dict[str, Any]) -> Getter | None:
     if kind == "literal":
         value = ast["value"]
         return lambda d: value
-    if kind == "subexpression":
+    if kind == "subexpression":  # a.b.c parses as one node with three children
         parts = [_fast(k) for k in kids]
         if any(p is None for p in parts):
             return None
-        first, second = parts[0], parts[1]
-        assert first is not None and second is not None
+        chain = tuple(parts)
 
         def sub(d: Any) -> Any:
-            v = first(d)
-            return None if v is None else second(v)
+            v = d
+            for step in chain:
+                v = step(v)  # type: ignore[misc]
+                if v is None:
+                    return None
+            return v
 
         return sub
     if kind == "multi_select_list":
@@ -306,16 +309,18 @@ class _Gen:
         if kind == "literal":
             v = ast["value"]
             return repr(v) if isinstance(v, _SIMPLE_LITERALS) else self.name(v)
-        if kind == "subexpression":
-            first = self.val(kids[0], d)
-            if first is None:
-                return None
-            self.n += 1
-            tmp = f"_v{self.n}"
-            second = self.val(kids[1], tmp)
-            if second is None:
-                return None
-            return f"(None if ({tmp} := {first}) is None else {second})"
+        if kind == "subexpression":  # a.b.c parses as one node with three children
+            out = self.val(kids[0], d)
+            for kid in kids[1:]:
+                if out is None:
+                    return None
+                self.n += 1
+                tmp = f"_v{self.n}"
+                step = self.val(kid, tmp)
+                if step is None:
+                    return None
+                out = f"(None if ({tmp} := {out}) is None else {step})"
+            return out
         fast = _fast(ast)
         if fast is None:
             return None
