@@ -7,9 +7,11 @@ Runs the same eval twice in one invocation (A/B, one after the other so they do
 not share the two cores): once alone, once watched by ``inspect-watch watch
 --format jsonl -o FILE --poll 1`` as a subprocess. All samples run at once
 (``--max-samples`` = samples); each does ``turns`` tool calls of ``tool-delay``
-seconds (default: ~60 s per sample). Every ``repeat-every``-th sample then repeats
-``cat /tmp/status`` five times (instant calls), which the built-in repeat rule
-detects.
+seconds (default: ~60 s per sample). Every ``repeat-every``-th sample repeats
+``cat /tmp/status`` five times (instant calls) after ``repeat-at`` calls (default:
+mid-run), which the built-in repeat rule detects. At the very end of such a run the
+eval finishes 300 samples at once and its event loop (which also serves the control
+channel) is busy for many seconds; ``--repeat-at TURNS`` measures detection there.
 
 Reports: the watcher's CPU (``os.wait4`` rusage of that child) as % of one core
 over its lifetime; eval wall time alone vs watched; detection latency — for each
@@ -89,13 +91,19 @@ def main() -> None:
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--repeat-every", type=int, default=5)
     ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--repeat-at", type=int, default=None,
+                    help="the repeats come after this many calls (default: half of --turns, "
+                         "mid-run; --repeat-at TURNS puts them at the end, where the eval "
+                         "finishing 300 samples at once holds its event loop for seconds)")
     args = ap.parse_args()
     banner("bench_fleet")
     work = tmpdir("bench-fleet-")
+    repeat_at = args.turns // 2 if args.repeat_at is None else args.repeat_at
     task_file = write_task_file(work, samples=args.samples, turns=args.turns,
-                                repeat_every=args.repeat_every)
+                                repeat_every=args.repeat_every, repeat_at=repeat_at)
     print(f"{args.samples} samples at once, {args.turns} calls x {args.tool_delay}s each "
-          f"(~{args.turns * args.tool_delay:.0f}s per sample), watcher poll {args.poll}s")
+          f"(~{args.turns * args.tool_delay:.0f}s per sample), watcher poll {args.poll}s; "
+          f"every {args.repeat_every}th sample repeats a call after call {repeat_at}")
 
     base_wall = float("nan")
     if not args.skip_baseline:

@@ -162,12 +162,15 @@ def synthetic_events(n: int, seed: int = 0, *, repeat_every: int = 40,
 
 
 def write_task_file(directory: Path, *, samples: int, turns: int, repeat_every: int = 0,
-                    tool_delay_env: str = "SCENARIO_TOOL_DELAY") -> Path:
+                    tool_delay_env: str = "SCENARIO_TOOL_DELAY",
+                    repeat_at: int | None = None) -> Path:
     """A task file with ``samples`` scripted samples of ``turns`` tool calls each.
 
     Every ``repeat_every``-th sample (0: none) repeats one call five times, so the
-    built-in repeat rule has something to find.
+    built-in repeat rule has something to find: after call ``repeat_at`` (default:
+    after the last one).
     """
+    at = turns if repeat_at is None else max(0, min(repeat_at, turns))
     src = f'''
 import asyncio, json, os
 from inspect_ai import Task, task
@@ -192,7 +195,7 @@ def shell() -> Tool:
 def steps(i):
     out = [{{"tool": "shell", "args": {{"cmd": f"echo {{i}}-{{j}}"}}}} for j in range({turns})]
     if {repeat_every} and i % {repeat_every} == 0:
-        out += [{{"tool": "shell", "args": {{"cmd": "cat /tmp/status"}}}}] * 5
+        out[{at}:{at}] = [{{"tool": "shell", "args": {{"cmd": "cat /tmp/status"}}}}] * 5
     return out + [{{"tool": "submit", "args": {{"answer": "42"}}}}]
 
 @task

@@ -17,7 +17,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +84,14 @@ class RunOptions:
         return zlib.crc32(f"{sample_id}:{epoch}".encode()) % n == k
 
 
+def _moved(prev: SampleRow, row: SampleRow, recent: float) -> bool:
+    """Whether a row of a full listing shows anything since the previous listing."""
+    active = row.raw.get("last_activity_at")
+    return (row.status != prev.status or row.attempt != prev.attempt
+            or row.raw.get("events") != prev.raw.get("events")
+            or not isinstance(active, int | float) or active >= recent)
+
+
 class TaskWatcher:
     """One task of one source: its samples' streams and rule state."""
 
@@ -137,9 +145,13 @@ class TaskWatcher:
 
     def cycle(self, now: float) -> None:
         """List what changed, poll what needs it, tick the clock rules."""
-        listing = self.source.samples(self.task, active_since=self._since())
+        since = self._since()
+        listing = self.source.samples(self.task, active_since=since)
         if listing.truncated:
-            listing = self.source.samples(self.task, active_since=self._since(), all_rows=True)
+            listing = self.source.samples(self.task, active_since=since, all_rows=True)
+        # a periodic full listing refreshes every row, but only rows that moved since the
+        # last listing count as changed (else each resync would read every sample)
+        recent = None if since is not None or self.as_of is None else self.as_of - 1.0
         changed: set[tuple[str, int]] = set()
         for row in listing.samples:
             key = (row.sample_id, row.epoch)
@@ -147,7 +159,10 @@ class TaskWatcher:
                 continue
             if row.status in ("pending", "queued") and key not in self.streams:
                 continue
+            prev = self.rows.get(key)
             self.rows[key] = row
+            if recent is not None and prev is not None and not _moved(prev, row, recent):
+                continue
             changed.add(key)
             self._on_row(key, row, now)
         self.as_of = listing.as_of
@@ -166,9 +181,11 @@ class TaskWatcher:
             else:
                 stream.polls_without_change += 1
         # reads in parallel (each stream touched by one thread; the source caps requests
-        # in flight), rule evaluation afterwards on this thread, in sample order
+        # in flight); each result is evaluated on this thread as soon as it arrives: under
+        # a busy eval a poll's reads can take many seconds, and a finding must not wait
+        # for the slowest of them
         failure: SourceError | None = None
-        for (key, stream), result in zip(due, self._fetch_all(due, now), strict=True):
+        for (key, stream), result in self._fetched(due, now):
             if isinstance(result, SourceError) and not isinstance(result, NotFound):
                 failure = failure or result  # apply every read that worked first
                 continue
@@ -179,8 +196,10 @@ class TaskWatcher:
             if not stream.done:
                 self._tick(key, stream, now)
 
-    def _fetch_all(self, due: list[tuple[tuple[str, int], SampleStream]],
-                   now: float) -> list[StreamItem | SourceError]:
+    def _fetched(self, due: list[tuple[tuple[str, int], SampleStream]], now: float,
+                 ) -> Iterator[tuple[tuple[tuple[str, int], SampleStream],
+                                     StreamItem | SourceError]]:
+        """Each due stream with its read, in the order the reads complete."""
         def fetch(stream: SampleStream) -> StreamItem | SourceError:
             try:
                 return stream.poll(self.source, now)
@@ -188,8 +207,12 @@ class TaskWatcher:
                 return e
 
         if len(due) <= 1 or self.pool is None:
-            return [fetch(stream) for _, stream in due]
-        return list(self.pool.map(fetch, [stream for _, stream in due]))
+            for item in due:
+                yield item, fetch(item[1])
+            return
+        futures = {self.pool.submit(fetch, item[1]): item for item in due}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
 
     def _since(self) -> float | None:
         # a small overlap: rows are state, not a stream, so seeing one twice is harmless.

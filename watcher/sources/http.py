@@ -38,10 +38,13 @@ class HttpSource:
     name = "http"
 
     def __init__(self, server: ControlServer, *, timeout: float = 5.0, retries: int = 3,
-                 backoff: float = 0.25, max_in_flight: int = 4) -> None:
+                 backoff: float = 0.25, max_in_flight: int = 8) -> None:
         self.server = server
         self.retries = retries
         self.backoff = backoff
+        # the runner sizes its read pool to this: a busy eval's event loop makes every
+        # request wait its turn, so reads in flight set how many samples a poll covers
+        self.parallel_reads = max_in_flight
         self._gate = threading.BoundedSemaphore(max_in_flight)
         self._client = httpx.Client(
             transport=httpx.HTTPTransport(uds=str(server.socket_path)),
