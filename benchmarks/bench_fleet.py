@@ -91,6 +91,9 @@ def main() -> None:
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--repeat-every", type=int, default=5)
     ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--jitter", type=float, default=0.5,
+                    help="each call's delay is spread over delay*(1 +- jitter); 0 keeps all "
+                         "samples in lock-step (every sample changes in the same second)")
     ap.add_argument("--repeat-at", type=int, default=None,
                     help="the repeats come after this many calls (default: half of --turns, "
                          "mid-run; --repeat-at TURNS puts them at the end, where the eval "
@@ -100,10 +103,12 @@ def main() -> None:
     work = tmpdir("bench-fleet-")
     repeat_at = args.turns // 2 if args.repeat_at is None else args.repeat_at
     task_file = write_task_file(work, samples=args.samples, turns=args.turns,
-                                repeat_every=args.repeat_every, repeat_at=repeat_at)
+                                repeat_every=args.repeat_every, repeat_at=repeat_at,
+                                jitter=args.jitter)
     print(f"{args.samples} samples at once, {args.turns} calls x {args.tool_delay}s each "
           f"(~{args.turns * args.tool_delay:.0f}s per sample), watcher poll {args.poll}s; "
-          f"every {args.repeat_every}th sample repeats a call after call {repeat_at}")
+          f"every {args.repeat_every}th sample repeats a call after call {repeat_at}; "
+          f"delays spread +-{args.jitter:.0%}")
 
     base_wall = float("nan")
     if not args.skip_baseline:

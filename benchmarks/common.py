@@ -163,16 +163,18 @@ def synthetic_events(n: int, seed: int = 0, *, repeat_every: int = 40,
 
 def write_task_file(directory: Path, *, samples: int, turns: int, repeat_every: int = 0,
                     tool_delay_env: str = "SCENARIO_TOOL_DELAY",
-                    repeat_at: int | None = None) -> Path:
+                    repeat_at: int | None = None, jitter: float = 0.0) -> Path:
     """A task file with ``samples`` scripted samples of ``turns`` tool calls each.
 
     Every ``repeat_every``-th sample (0: none) repeats one call five times, so the
     built-in repeat rule has something to find: after call ``repeat_at`` (default:
-    after the last one).
+    after the last one). ``jitter`` spreads each call's delay uniformly over
+    ``delay * (1 ± jitter)`` (seeded by the call, so runs repeat): real tool and model
+    latencies vary, and without it every sample stays in lock-step with every other.
     """
     at = turns if repeat_at is None else max(0, min(repeat_at, turns))
     src = f'''
-import asyncio, json, os
+import asyncio, json, os, random
 from inspect_ai import Task, task
 from inspect_ai.agent import react
 from inspect_ai.dataset import Sample
@@ -188,7 +190,9 @@ def shell() -> Tool:
             cmd: The command to run.
         """
         if not cmd.startswith("cat /tmp/status"):  # repeats complete at once: clean latency
-            await asyncio.sleep(float(os.environ.get("{tool_delay_env}", "0.05")))
+            delay = float(os.environ.get("{tool_delay_env}", "0.05"))
+            spread = 1 + {jitter} * (2 * random.Random(cmd).random() - 1)
+            await asyncio.sleep(delay * spread)
         return f"output of {{cmd}}"
     return execute
 

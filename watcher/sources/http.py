@@ -10,12 +10,12 @@ connection or vanished socket means the process is gone.
 
 from __future__ import annotations
 
+import http.client
+import json
 import random
 import threading
 import time
 from typing import Any
-
-import httpx
 
 from watcher.discovery import ControlServer
 from watcher.events import Tier
@@ -30,6 +30,19 @@ from watcher.sources.base import (
     TaskInfo,
     sample_row,
 )
+from watcher.sources.uds import UdsClient
+
+try:  # faster for the larger pages; anything it refuses (NaN) is retried with json
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - declared dependency
+    _fast_loads = json.loads
+
+
+def _loads(body: bytes) -> Any:
+    try:
+        return _fast_loads(body)
+    except ValueError:
+        return json.loads(body)
 
 
 class HttpSource:
@@ -46,11 +59,7 @@ class HttpSource:
         # request wait its turn, so reads in flight set how many samples a poll covers
         self.parallel_reads = max_in_flight
         self._gate = threading.BoundedSemaphore(max_in_flight)
-        self._client = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(server.socket_path)),
-            base_url="http://inspect-control",
-            timeout=httpx.Timeout(timeout, connect=2.0),
-        )
+        self._client = UdsClient(str(server.socket_path), timeout=timeout, connect_timeout=2.0)
         self.requests = 0
 
     # -- transport ---------------------------------------------------------
@@ -65,28 +74,28 @@ class HttpSource:
             try:
                 with self._gate:
                     self.requests += 1
-                    response = self._client.get(path, params=clean)
-            except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as e:
+                    status, body = self._client.get(path, clean)
+            except (FileNotFoundError, ConnectionRefusedError) as e:
                 raise ProcessGone(f"pid {self.server.pid}: {e}") from e
-            except httpx.TimeoutException as e:
+            except TimeoutError as e:
                 last = SourceBusy(f"pid {self.server.pid}: {path} timed out")
                 last.__cause__ = e
                 continue
-            except httpx.RemoteProtocolError as e:
+            except (http.client.HTTPException, ConnectionResetError, BrokenPipeError) as e:
                 # a server that died mid-response, or one that wrote garbage
-                last = BadResponse(f"pid {self.server.pid}: {path}: {e}")
+                last = BadResponse(f"pid {self.server.pid}: {path}: {e!r}")
                 continue
-            except httpx.HTTPError as e:
+            except OSError as e:
                 raise ProcessGone(f"pid {self.server.pid}: {e}") from e
-            if response.status_code == 503:
+            if status == 503:
                 last = SourceBusy(f"pid {self.server.pid}: {path} answered 503")
                 continue
-            if response.status_code == 404:
-                raise NotFound(_error_text(response))
-            if response.status_code >= 400:
-                raise BadResponse(f"{path}: HTTP {response.status_code}: {_error_text(response)}")
+            if status == 404:
+                raise NotFound(_error_text(body))
+            if status >= 400:
+                raise BadResponse(f"{path}: HTTP {status}: {_error_text(body)}")
             try:
-                return response.json()
+                return _loads(body)
             except (ValueError, UnicodeDecodeError) as e:
                 last = BadResponse(f"pid {self.server.pid}: {path}: malformed JSON ({e})")
                 continue
@@ -127,22 +136,22 @@ class HttpSource:
         self._client.close()
 
 
-def _param(value: Any) -> Any:
+def _param(value: Any) -> str:
     if value is True:
         return "true"
     if value is False:
         return "false"
-    return value
+    return str(value)
 
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(body: bytes) -> str:
     try:
-        body = response.json()
-        if isinstance(body, dict):
-            return str(body.get("error") or body.get("detail") or body)
-    except ValueError:
+        data = json.loads(body)
+        if isinstance(data, dict):
+            return str(data.get("error") or data.get("detail") or data)
+    except (ValueError, UnicodeDecodeError):
         pass
-    return response.text[:200]
+    return body[:200].decode("utf-8", "replace")
 
 
 def event_page(body: Any, where: str) -> EventPage:
