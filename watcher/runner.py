@@ -145,7 +145,7 @@ class TaskWatcher:
 
     def cycle(self, now: float) -> None:
         """List what changed, poll what needs it, tick the clock rules."""
-        since = self._since()
+        since = self._since(now)
         listing = self.source.samples(self.task, active_since=since)
         if listing.truncated:
             listing = self.source.samples(self.task, active_since=since, all_rows=True)
@@ -214,12 +214,12 @@ class TaskWatcher:
         for future in as_completed(futures):
             yield futures[future], future.result()
 
-    def _since(self) -> float | None:
+    def _since(self, now: float) -> float | None:
         # a small overlap: rows are state, not a stream, so seeing one twice is harmless.
         # Every resync period the whole listing is read (one request), so the event
         # counts of quiet samples are fresh when _unchanged_since_read consults them.
-        if self.as_of is None or time.time() - self.full_listing_at >= self.opts.resync_every:
-            self.full_listing_at = time.time()
+        if self.as_of is None or now - self.full_listing_at >= self.opts.resync_every:
+            self.full_listing_at = now
             return None
         return self.as_of - 1.0
 
@@ -235,11 +235,15 @@ class TaskWatcher:
         count = row.raw.get("events")
         return count is not None and count == self.read_at_count.get(key)
 
+    def _count_in_context(self, key: tuple[str, int], row: SampleRow) -> None:
+        """A finished sample counts once in the task context sample rules compare with."""
+        if row.terminal and key not in self._in_context:
+            self._in_context.add(key)
+            self.context.add(row.raw)
+
     def _on_row(self, key: tuple[str, int], row: SampleRow, now: float) -> None:
         if not self.opts.owns(*key):
-            if row.terminal and key not in self._in_context:
-                self._in_context.add(key)
-                self.context.add(row.raw)
+            self._count_in_context(key, row)
             return
         skey = WatchState.sample_key(self.task.eval_id, *key)
         if skey in self.state.finished and key not in self.streams:
@@ -263,9 +267,7 @@ class TaskWatcher:
             self._new_attempt(key, stream, row.attempt)
         elif stream.done and key not in self.watches:
             return  # finished and closed: its rows have nothing more to say
-        if row.terminal and key not in self._in_context:
-            self._in_context.add(key)
-            self.context.add(row.raw)
+        self._count_in_context(key, row)
         self._findings(self.watches[key].sample_row(row.raw, self.context))
         if stream.done and row.terminal:
             self._close(key)

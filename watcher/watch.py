@@ -94,7 +94,6 @@ class Watch:
         # findings read from logs or recordings are about runs that are over
         self.live = not (config.log_dir or config.replay)
         self._merged: RunSummary | None = None  # a parallel scan's workers' summaries
-        self._workers = 0
 
     # -- sources -----------------------------------------------------------
 
@@ -264,14 +263,16 @@ class Watch:
                 {tw.task.eval_id: tw.as_of for sw in self.runner.watchers.values()
                  for tw in sw.tasks.values() if tw.as_of is not None})
             self.state.save()
-        code = EXIT_FAIL_ON if self.failed else EXIT_OK
-        if self._interrupted and not self.failed:
-            code = EXIT_INTERRUPTED
-        return WatchResult(code, self.findings, self.notices, self._interrupted,
-                           len(self.runner.watchers))
+        return self._result(len(self.runner.watchers))
 
     def request_stop(self) -> None:
         self._interrupted = True
+
+    def _result(self, watchers: int) -> WatchResult:
+        code = EXIT_FAIL_ON if self.failed else EXIT_OK
+        if self._interrupted and not self.failed:
+            code = EXIT_INTERRUPTED
+        return WatchResult(code, self.findings, self.notices, self._interrupted, watchers)
 
     # -- parallel post-hoc scans -----------------------------------------------------
 
@@ -315,15 +316,11 @@ class Watch:
             for smp in summary.samples:
                 samples.setdefault((smp.eval_id, smp.sample_id, smp.epoch), smp)
             self.state.finished.update(finished)
-        self._workers = jobs
         self._merged = RunSummary(tasks=tuple(tasks.values()), samples=tuple(samples.values()),
                                   findings=(), notices=(), log_dirs=(), log_files=(),
                                   started_at=self.started_at, ended_at=time.time())
         self.state.save()
-        code = EXIT_FAIL_ON if self.failed else EXIT_OK
-        if self._interrupted and not self.failed:
-            code = EXIT_INTERRUPTED
-        return WatchResult(code, self.findings, self.notices, self._interrupted, jobs)
+        return self._result(jobs)
 
 
 class _Collect:

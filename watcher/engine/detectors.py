@@ -213,6 +213,13 @@ class Episode:
             _push(self.excerpts, x, MAX_EXCERPTS)
 
 
+def _note_kind(ep: Episode, etype: Any, function: Any) -> None:
+    """The facts every finding has about its events: their type, and the tool's name."""
+    ep.facts["event_type"] = etype
+    if etype == "tool":
+        ep.facts["tool"] = function
+
+
 class RuleState:
     """Per-sample state of one rule; subclasses implement the detector."""
 
@@ -330,9 +337,7 @@ class RuleState:
         )
 
     def common(self, ep: Episode, e: Event) -> None:
-        ep.facts["event_type"] = e.get("type")
-        if e.get("type") == "tool":
-            ep.facts["tool"] = e.get("function")
+        _note_kind(ep, e.get("type"), e.get("function"))
 
 
 # --------------------------------------------------------------------------- match
@@ -775,9 +780,7 @@ class RepeatState(RuleState):
 
     def _grow(self, ep: Episode, m: _Entry) -> None:
         ep.add_mark(m.mark, m.ts)
-        ep.facts["event_type"] = m.mark[2]
-        if m.mark[2] == "tool":
-            ep.facts["tool"] = m.mark[3]
+        _note_kind(ep, m.mark[2], m.mark[3])
         raws: set[int] = ep.data["raws"]
         results: set[int] = ep.data["results"]
         if len(raws) < 64:

@@ -540,26 +540,8 @@ class _LockedZip:
 
 
 def read_eval_zip_sample(location: str, sid: Any, epoch: int) -> dict[str, Any] | None:
-    """A local ``.eval`` sample's stored JSON, or ``None`` (then Inspect's reader is used).
-
-    An ``.eval`` log is a zip of JSON documents (zstd-compressed in newer versions;
-    the ``zipfile-zstd`` package Inspect depends on teaches ``zipfile`` that).
-    """
-    path = location[len("file://"):] if location.startswith("file://") else location
-    if "://" in path or not path.endswith(".eval"):
-        return None
-    try:
-        import zipfile
-
-        try:
-            import zipfile_zstd  # noqa: F401  (registers zstd with zipfile)
-        except ImportError:
-            pass
-        z = _open_zip(path)
-        data = _loads(z.read(f"samples/{sid}_epoch_{epoch}.json"))
-    except (OSError, KeyError, ValueError, NotImplementedError, RuntimeError,
-            zipfile.BadZipFile):
-        return None
+    """A local ``.eval`` sample's stored JSON, or ``None`` (then Inspect's reader is used)."""
+    data = _zip_json(location, f"samples/{sid}_epoch_{epoch}.json")
     if not isinstance(data, dict) or not isinstance(data.get("events"), list):
         return None
     return data
@@ -621,7 +603,11 @@ def _task_info(log: Any, location: str) -> TaskInfo:
 
 def _zip_json(location: str, name: str) -> Any:
     """A JSON document stored in a local ``.eval`` zip, or ``None`` (not there, not a
-    local ``.eval``, or unreadable: the caller then asks Inspect's reader)."""
+    local ``.eval``, or unreadable: the caller then asks Inspect's reader).
+
+    An ``.eval`` log is a zip of JSON documents (zstd-compressed in newer versions;
+    the ``zipfile-zstd`` package Inspect depends on teaches ``zipfile`` that).
+    """
     path = _local_path(location)
     if path is None or not path.endswith(".eval"):
         return None
