@@ -118,6 +118,40 @@ def test_lone_surrogates_fall_back_to_re() -> None:
     assert scanner.hits("a\ud800b") is None
 
 
+def test_a_scan_that_gives_up_hands_over_to_re() -> None:
+    """RE2 answers "no match" and "the DFA ran out of memory" with the same empty
+    list; the always-matching sentinel tells them apart, so a failed scan is never
+    read as "nothing matched" (which would hide a finding)."""
+    scanner = Scanner()
+    i = scanner.add(r"\bcat\s")
+    assert scanner.hits("cat x") == frozenset({i})
+    assert scanner.hits("dog x") == frozenset()
+    assert scanner._sets is not None
+    for s in scanner._sets:
+        s.match = lambda data: []  # what Set.Match returns when its DFA bails out
+    assert scanner.hits("cat x") is None
+    assert scanner.hits("cat \u00e9") is None
+
+
+def test_rules_still_match_when_every_scan_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from watcher.engine import scan
+
+    real_init = scan._Set.__init__
+
+    def failing(self: scan._Set, *args: object, **kwargs: object) -> None:
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+        self.match = lambda data: []
+
+    monkeypatch.setattr(scan._Set, "__init__", failing)
+    engine = Engine(load_rules(builtin=True, user_dir=False))
+    watch = engine.open_sample(SampleRef(task="t", task_id="t", eval_id="e", model="m",
+                                         sample_id="1", epoch=1, attempt=1))
+    event = normalise({"event": "tool", "uuid": "u1", "timestamp": 1.0, "function": "bash",
+                       "arguments": {"cmd": "cat /srv/expected_output.json"},
+                       "result": "42", "error": None})
+    assert "shortcut-read-answer-key" in {f.rule for f in watch.feed(event)}
+
+
 def test_rules_share_one_scan_per_prepared_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """Six shortcut rules test the lower-cased arguments: one scan serves them all."""
     calls: list[str] = []

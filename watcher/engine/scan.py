@@ -230,23 +230,30 @@ class _Set:
                 always.add(i)
             else:
                 ids[k] = i
+        # a pattern that matches every text: RE2 answers an empty list both for "no
+        # pattern matched" and for "the DFA ran out of memory"; with this one in the
+        # set, an empty answer can only mean the scan failed
+        self.sentinel = rset._set.Add(b"")
         try:
             rset.Compile()
         except Exception:  # noqa: BLE001 - e.g. too big for max_mem
             rset = None
             always = set(range(len(patterns)))
         self.match = rset._set.Match if rset is not None else None
-        self.ids = [ids.get(k, -1) for k in range(max(ids, default=-1) + 1)]
+        self.ids = [ids.get(k, -1) for k in range(max([*ids, self.sentinel]) + 1)]
         self.always = frozenset(always)
 
-    def hits(self, data: bytes) -> frozenset[int]:
+    def hits(self, data: bytes) -> frozenset[int] | None:
+        """Indices that may match, or ``None`` when the scan could not run."""
         if self.match is None:
             return self.always
         found = self.match(data)
-        if not found:
+        if len(found) <= 1:
+            if not found:
+                return None  # the sentinel always matches: the DFA gave up
             return self.always
         ids = self.ids
-        return frozenset([ids[k] for k in found]) | self.always
+        return frozenset([ids[k] for k in found if k != self.sentinel]) | self.always
 
 
 class Scanner:
