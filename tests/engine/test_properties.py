@@ -156,3 +156,67 @@ def test_three_step_paths_follow_every_step() -> None:
     assert cp.get({"a": {"b": {"c": 7}}}) == 7
     assert cp.get({"a": {"b": "v"}}) is None
     assert cp.test is not None and cp.test({"a": {"b": "v"}}) is False
+
+
+FUZZY = load_text(_DIR, """
+id: fuzzy
+title: fuzzy repeat
+category: repeated_tool_call
+severity: info
+events: [tool]
+needs: content
+detect:
+  repeat: {key: "[function, arguments]", count: 3, window: {events: 6}, similarity: 85}
+""", name="fuzzy.yaml", library=False)
+
+# commands of close and far lengths: the length bound must only skip impossible pairs
+fuzzy_calls = st.lists(st.sampled_from(
+    ["ls -la /srv", "ls -la /srv/", "ls  -la /srv", "ls -la /srv/app", "cat /srv/a.txt",
+     "ls -la /srv/app/out/x", "LS -la /srv", "ls -l /srv"]), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fuzzy_calls)
+def test_fuzzy_length_bound_changes_no_finding(seq: list[str]) -> None:
+    """Skipping keys whose length rules out the similarity finds what comparing all does."""
+    from watcher.engine import detectors
+
+    items = [{"function": "bash", "arguments": a} for a in seq]
+    fast = [(f.status, f.count, f.evidence.event_uuids) for f in feed_all(FUZZY, items)]
+    original = detectors.RepeatState._count
+
+    def brute(self: detectors.RepeatState, nkey: str) -> int:
+        keys = [x.nkey for x in self.win if x.nkey is not None]
+        return len(detectors.process.extract(nkey, keys, scorer=detectors.fuzz.ratio,
+                                             score_cutoff=self.spec.similarity, limit=None))
+
+    detectors.RepeatState._count = brute  # type: ignore[method-assign]
+    try:
+        slow = [(f.status, f.count, f.evidence.event_uuids)
+                for f in feed_all(FUZZY, items)]
+    finally:
+        detectors.RepeatState._count = original  # type: ignore[method-assign]
+    assert fast == slow
+
+
+def _excerpt_reference(e: dict) -> tuple[str, bool]:
+    """The excerpt of a tool call formatted in full (what the shortcut must equal)."""
+    from watcher.engine.detectors import EXCERPT_WIDTH as W
+
+    args = e.get("arguments")
+    text = f"{e.get('function')}({args if isinstance(args, str) else ''})"
+    if len(text) > 4 * W:
+        head = " ".join(text[: 4 * W].split())
+        if len(head) > W:
+            return head[: W - 1], True
+    text = " ".join(text.split())
+    return (text, False) if len(text) <= W else (text[: W - 1], True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab \n\t", max_size=900), st.text(alphabet="fx ", max_size=60))
+def test_long_tool_excerpt_formats_only_its_head(args: str, function: str) -> None:
+    from watcher.engine.detectors import _excerpt_parts
+
+    e = {"type": "tool", "function": function, "arguments": args}
+    assert _excerpt_parts(e) == _excerpt_reference(e)

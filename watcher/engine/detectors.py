@@ -114,6 +114,13 @@ def _excerpt_parts(e: Event) -> tuple[str, bool]:
     t = e.get("type")
     if t == "tool":
         args = e.get("arguments")
+        if isinstance(args, str) and len(args) > 4 * EXCERPT_WIDTH:
+            # only the head is shown: format that much (the same text when it is cut)
+            head = " ".join(f"{e.get('function')}({args[: 4 * EXCERPT_WIDTH]}".split())
+            if len(head) > EXCERPT_WIDTH:
+                return head[: EXCERPT_WIDTH - 1], True
+    if t == "tool":
+        args = e.get("arguments")
         text = f"{e.get('function')}({args if isinstance(args, str) else ''})"
     elif t == "model":
         text = e.get("completion") or f"[model turn, stop_reason={e.get('stop_reason')}]"
@@ -520,20 +527,27 @@ class RepeatSpec:
         return RepeatState(rule, watch, self)
 
     def normalise_key(self, text: str) -> str:
-        if not text.isascii() and "…" in text:
-            # the server's truncation mark compares as "..."; one non-ASCII character
-            # would also double the size of every stored key
-            text = text.replace("…", "...")
-        for n in self.normalise:
-            if n == "whitespace":
-                text = " ".join(text.split())
-            elif n == "case":
-                text = text.lower()
-            elif n == "paths":
-                text = _PATHRX.sub("<path>", text)
-            elif n == "numbers":
-                text = _NUM.sub("#", text)
+        return normalise_text(text, self.normalise)
+
+
+def normalise_text(text: str, steps: tuple[str, ...]) -> str:
+    """Apply repeat-key normalisers in order (see ``NORMALISERS``)."""
+    if not steps:
         return text
+    if not text.isascii() and "…" in text:
+        # the server's truncation mark compares as "..."; one non-ASCII character
+        # would also double the size of every stored key
+        text = text.replace("…", "...")
+    for n in steps:
+        if n == "whitespace":
+            text = " ".join(text.split())
+        elif n == "case":
+            text = text.lower()
+        elif n == "paths":
+            text = _PATHRX.sub("<path>", text)
+        elif n == "numbers":
+            text = _NUM.sub("#", text)
+    return text
 
 
 class _Entry:
@@ -577,7 +591,34 @@ class RepeatState(RuleState):
             deque(maxlen=self.recent.maxlen) if spec.cycles else None)
         self.raw_now = ""  # the current event's raw key: a finding shows the latest one
         self.cache_key = ("repeat-key", spec.key.source, spec.normalise)
+        # cache keys of the same key with a prefix of these normalisers, longest first
+        self.prefix_keys = tuple((k, ("repeat-key", spec.key.source, spec.normalise[:k]))
+                                 for k in range(len(spec.normalise) - 1, -1, -1))
         self.result_cache_key = ("result-key", spec.result_key.source if spec.result_key else "")
+
+    def _read_key(self, e: Event, cache: dict[Any, Any]) -> tuple[str, int, str]:
+        """``(raw key, its hash, normalised key)``, cached for the current event.
+
+        Another rule on the same key with fewer normalisers (``[whitespace]`` before
+        ``[whitespace, case]``) has done part of the work: start from its result.
+        """
+        steps = self.spec.normalise
+        done = 0
+        got = None
+        for n, pkey in self.prefix_keys:
+            got = cache.get(pkey)
+            if got is not None:
+                done = n
+                break
+        if got is None:
+            raw = key_text(self.spec.key.get(e))
+            rawh, norm = hash(raw), raw
+        else:
+            raw, rawh, norm = got
+        if done < len(steps):
+            norm = normalise_text(norm, steps[done:])
+        hit = cache[self.cache_key] = (raw, rawh, norm)
+        return hit
 
     def _same(self, a: str, b: str) -> bool:
         if a == b:
@@ -593,17 +634,34 @@ class RepeatState(RuleState):
 
     def _pop(self) -> None:
         old = self.win.popleft()
-        if old.nkey is not None:
-            self.counts[old.nkey] -= 1
-            if self.counts[old.nkey] <= 0:
-                del self.counts[old.nkey]
+        k = old.nkey
+        if k is not None:
+            counts = self.counts
+            n = counts[k] - 1
+            if n <= 0:
+                del counts[k]
+            else:
+                counts[k] = n
 
     def _count(self, nkey: str) -> int:
+        """How many window keys are the same as ``nkey`` (or similar enough).
+
+        Exact when the answer is at least ``count``; below it, any number below
+        ``count`` (callers only compare with ``count``), so fuzzy rules skip the
+        comparison when too few keys have a length that could be similar enough.
+        """
         exact = self.counts.get(nkey, 0)
         sim = self.spec.similarity
         if sim is None or exact >= self.spec.count:
             return exact
-        keys = [x.nkey for x in self.win if x.nkey is not None]
+        # ratio >= sim needs |len(a) - len(b)| <= (1 - sim/100) * (len(a) + len(b))
+        # (the Indel distance is at least the length difference)
+        slack = 1.0 - sim / 100.0
+        n = len(nkey)
+        keys = [k for k in (x.nkey for x in self.win) if k is not None
+                and abs(len(k) - n) <= slack * (len(k) + n)]
+        if len(keys) < self.spec.count:
+            return len(keys)
         return len(process.extract(nkey, keys, scorer=fuzz.ratio, score_cutoff=sim,
                                    limit=None))
 
@@ -634,9 +692,7 @@ class RepeatState(RuleState):
         cache = self.watch.cache
         hit = cache.get(self.cache_key)
         if hit is None:
-            raw = key_text(spec.key.get(e))
-            norm = spec.normalise_key(raw) if spec.normalise else raw
-            hit = cache[self.cache_key] = (raw, hash(raw), norm)
+            hit = self._read_key(e, cache)
         self.raw_now, rawh, norm = hit
         nkey = hash(norm) if spec.similarity is None else norm[:FUZZY_KEY_CHARS]
         result = None
@@ -797,12 +853,21 @@ class RepeatState(RuleState):
         f["repetitions"] = ep.count // period
         f["exact"] = distinct_keys <= (period if period > 1 else 1)
         f["similarity"] = round(ep.data["min_sim"], 1)
-        f["key"] = _short(self.raw_now)  # members grow in order: the last one is now
+        f["key"] = _short_key(self.raw_now)  # members grow in order: the last one is now
         if self.spec.result_key is not None:
             f["distinct_results"] = len(results)
             identical = len(results) <= (period if period > 1 else 1)
             f["results_identical"] = identical
             f["results_changed"] = not identical
+
+
+def _short_key(text: str, width: int = EXCERPT_WIDTH) -> str:
+    """:func:`_short` of a (long) key, reading only as much as it shows."""
+    if len(text) > 8 * width:  # a long key: its head is enough unless mostly whitespace
+        head = _short(text[: 8 * width], width)
+        if head.endswith("…"):
+            return head
+    return _short(text, width)
 
 
 def _short(text: str, width: int = EXCERPT_WIDTH) -> str:
