@@ -99,6 +99,10 @@ def test_retried_sample_is_labelled_with_its_attempt(eval_runner: Any) -> None:
     assert tw.streams[("steady", 1)].attempt == 1
     assert any(n.kind == "attempt" and n.sample and n.sample.sample_id == "flaky"
                and n.details.get("attempt") == 2 for n in notices)
+    # running samples were read from the eval's sample buffer (the default transport),
+    # so the retry was followed across the buffer's replaced rows
+    source = next(iter(watch.runner.watchers.values())).source
+    assert getattr(source, "buffer_reads", 0) > 0
 
 
 def test_state_restart_reports_nothing_twice_and_misses_nothing(eval_runner: Any,

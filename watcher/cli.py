@@ -163,8 +163,10 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               help="Persist reported findings: a restart or the next --once reports only "
               "what is new.")
 @click.option("--transport", type=click.Choice(["auto", "http", "cli"]), default="auto",
-              show_default=True, help="auto: HTTP over the control socket, `inspect ctl` for "
-              "servers newer than this watcher.")
+              show_default=True, help="auto: HTTP over the control socket, with running "
+              "samples' events read from the eval's sample buffer (no load on a busy eval), "
+              "and `inspect ctl` for servers newer than this watcher; http: the control "
+              "socket only.")
 @click.option("--fail-on", type=LEVELS, help="Exit 1 if a finding at or above this level "
               "was reported (for CI).")
 @click.option("--follow", is_flag=True, help="Keep watching for evals launched later.")

@@ -17,7 +17,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from watcher.findings import Finding, Notice, SampleRef
 from watcher.sources.base import (
     NotFound,
     ProcessGone,
+    SampleListing,
     SampleRow,
     Source,
     SourceError,
@@ -84,6 +85,11 @@ class RunOptions:
         return zlib.crc32(f"{sample_id}:{epoch}".encode()) % n == k
 
 
+# with a source that reports which samples moved (the sample buffer), list samples
+# (ask the eval) at least this often, for status changes and attempts
+LISTING_EVERY_WITH_BUFFER = 3.0
+
+
 def _moved(prev: SampleRow, row: SampleRow, recent: float) -> bool:
     """Whether a row of a full listing shows anything since the previous listing."""
     active = row.raw.get("last_activity_at")
@@ -118,6 +124,8 @@ class TaskWatcher:
         # the listing's live event count when each sample was last read
         self.read_at_count: dict[tuple[str, int], Any] = {}
         self.full_listing_at = 0.0
+        self.listed_at = 0.0
+        self._listing: Future[tuple[SampleListing, float | None]] | None = None
 
     @property
     def finished(self) -> bool:
@@ -145,27 +153,34 @@ class TaskWatcher:
 
     def cycle(self, now: float) -> None:
         """List what changed, poll what needs it, tick the clock rules."""
-        since = self._since(now)
-        listing = self.source.samples(self.task, active_since=since)
-        if listing.truncated:
-            listing = self.source.samples(self.task, active_since=since, all_rows=True)
-        # a periodic full listing refreshes every row, but only rows that moved since the
-        # last listing count as changed (else each resync would read every sample)
-        recent = None if since is not None or self.as_of is None else self.as_of - 1.0
-        changed: set[tuple[str, int]] = set()
-        for row in listing.samples:
-            key = (row.sample_id, row.epoch)
-            if not self.opts.selector.sample_matches(*key):
-                continue
-            if row.status in ("pending", "queued") and key not in self.streams:
-                continue
-            prev = self.rows.get(key)
-            self.rows[key] = row
-            if recent is not None and prev is not None and not _moved(prev, row, recent):
-                continue
-            changed.add(key)
-            self._on_row(key, row, now)
-        self.as_of = listing.as_of
+        # a source that sees transcripts grow without asking the eval (the sample
+        # buffer) says which samples moved; the listing (a request the eval's busy
+        # event loop must answer) is then needed only for new samples, and every few
+        # seconds for status changes
+        moved = None
+        pop_moved = getattr(self.source, "moved_samples", None)
+        if pop_moved is not None:
+            moved = pop_moved(self.task)
+            if moved is not None:
+                match = self.opts.selector.sample_matches
+                moved = {k for k in moved if match(*k) and self.opts.owns(*k)}
+        if moved is None or self.as_of is None or self.pool is None:
+            changed = self._list(now)
+        else:
+            # the listing runs beside the reads and applies when it has returned: a
+            # busy eval answers it late, and buffer reads need not wait for it
+            changed = set()
+            listing = self._listing
+            if listing is not None and listing.done():
+                self._listing = None
+                changed = self._apply_listing(*listing.result(), now)
+            if self._listing is None and (not moved <= self.streams.keys()
+                                          or now - self.listed_at >= LISTING_EVERY_WITH_BUFFER):
+                self.listed_at = now
+                since = self._since(now)
+                self._listing = self.pool.submit(self._fetch_listing, since)
+        if moved is not None:
+            changed |= {k for k in moved if k in self.streams}
         due: list[tuple[tuple[str, int], SampleStream]] = []
         for key, stream in list(self.streams.items()):
             if stream.done:
@@ -195,6 +210,40 @@ class TaskWatcher:
         for key, stream in self.streams.items():
             if not stream.done:
                 self._tick(key, stream, now)
+
+    def _list(self, now: float) -> set[tuple[str, int]]:
+        """Read the samples listing; the keys of rows that changed."""
+        since = self._since(now)
+        self.listed_at = now
+        return self._apply_listing(*self._fetch_listing(since), now)
+
+    def _fetch_listing(self, since: float | None) -> tuple[SampleListing, float | None]:
+        listing = self.source.samples(self.task, active_since=since)
+        if listing.truncated:
+            listing = self.source.samples(self.task, active_since=since, all_rows=True)
+        return listing, since
+
+    def _apply_listing(self, listing: SampleListing, since: float | None,
+                       now: float) -> set[tuple[str, int]]:
+        """Take in a listing's rows; the keys of rows that changed."""
+        # a periodic full listing refreshes every row, but only rows that moved since the
+        # last listing count as changed (else each resync would read every sample)
+        recent = None if since is not None or self.as_of is None else self.as_of - 1.0
+        changed: set[tuple[str, int]] = set()
+        for row in listing.samples:
+            key = (row.sample_id, row.epoch)
+            if not self.opts.selector.sample_matches(*key):
+                continue
+            if row.status in ("pending", "queued") and key not in self.streams:
+                continue
+            prev = self.rows.get(key)
+            self.rows[key] = row
+            if recent is not None and prev is not None and not _moved(prev, row, recent):
+                continue
+            changed.add(key)
+            self._on_row(key, row, now)
+        self.as_of = listing.as_of
+        return changed
 
     def _fetched(self, due: list[tuple[tuple[str, int], SampleStream]], now: float,
                  ) -> Iterator[tuple[tuple[tuple[str, int], SampleStream],
@@ -407,7 +456,8 @@ class SourceWatcher:
             # what a source noticed about its own input (e.g. a log's unresolvable
             # attachment references: rules read those events without their text)
             for message in getattr(self.source, "pop_notices", list)():
-                self.emit(Notice(kind="gap", message=message, at=now))
+                kind, text = message if isinstance(message, tuple) else ("gap", message)
+                self.emit(Notice(kind=kind, message=text, at=now))
         except ProcessGone as e:
             self._gone(str(e))
             return

@@ -49,7 +49,7 @@ class Sink(Protocol):
 
 @dataclass
 class WatchConfig:
-    transport: str = "auto"  # auto | http | cli
+    transport: str = "auto"  # auto (HTTP + sample buffer) | http | cli
     log_dir: str | None = None
     replay: list[str] = field(default_factory=list)
     follow: bool = False
@@ -125,7 +125,12 @@ class Watch:
             if server.api_known and self.config.transport != "cli":
                 from watcher.sources.http import HttpSource
 
-                self.runner.add(f"pid{server.pid}", HttpSource(server), f"pid {server.pid}")
+                source: Any = HttpSource(server)
+                if self.config.transport == "auto":
+                    from watcher.sources.buffer import BufferedSource
+
+                    source = BufferedSource(source)  # running samples' pages from the buffer
+                self.runner.add(f"pid{server.pid}", source, f"pid {server.pid}")
             else:
                 from watcher.sources.cli import CliSource
 

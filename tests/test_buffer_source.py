@@ -1,0 +1,316 @@
+"""Running samples' pages read from Inspect's sample buffer (``watcher.sources.buffer``).
+
+End-to-end: a real eval's buffer, read beside its control channel, must give the
+stream exactly the events the control channel gives (the same offsets, cursors and
+completed forms). Unit: every case the buffer cannot answer for goes back to the
+control channel.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_stream_live import _source, log_events, watch_all
+from watcher.sources.base import EventPage, SampleListing, TaskInfo
+from watcher.sources.buffer import (
+    BufferedSource,
+    SampleBufferReader,
+    decode_cursor,
+    encode_cursor,
+    find_buffer,
+)
+from watcher.state import WatchState
+
+RULE_FIELDS = ("type", "uuid", "function", "arguments", "result", "error", "completion",
+               "stop_reason", "pending")
+
+
+@pytest.mark.e2e
+def test_buffer_pages_equal_the_control_channel_and_the_log(eval_runner: Any) -> None:
+    proc = eval_runner("multi", "--max-samples", "3", "-T", "samples=4", "-T", "steps=4",
+                       "--ctl-server", "keep", tool_delay=0.6)
+    http = _source(proc)
+    src = BufferedSource(http)
+    got = watch_all(src, poll=0.2, types=frozenset({"model", "tool"}))
+    assert src.buffer_reads > 10, "the buffer was never read: the comparison is vacuous"
+    expected = log_events(proc.log_dir)
+    assert set(got["events"]) == set(expected)
+    # the same events, once each, completed, in the log's order ...
+    for key, events in got["events"].items():
+        want = [e["uuid"] for e in expected[key] if e["event"] in ("model", "tool")]
+        assert [e["uuid"] for e in events] == want, key
+        assert not any(e["pending"] for e in events)
+    # ... and what the rules read of them is what the control channel serves
+    task = got["task"]
+    for key, events in got["events"].items():
+        from watcher.stream import SampleStream
+
+        stream = SampleStream(task, *key, types=frozenset({"model", "tool"}), tier="content")
+        again: list[dict[str, Any]] = []
+        while not stream.done:
+            again.extend(stream.poll(http).events)
+        assert [{f: e.get(f) for f in RULE_FIELDS} for e in events] == \
+            [{f: e.get(f) for f in RULE_FIELDS} for e in again], key
+    http.close()
+
+
+# --------------------------------------------------------------------------- unit
+
+SCHEMA = """
+CREATE TABLE samples (id TEXT, epoch INTEGER, data TEXT, PRIMARY KEY (id, epoch));
+CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT, sample_id TEXT,
+                     sample_epoch INTEGER, data TEXT);
+CREATE INDEX idx_events_sample_uuid ON events(sample_id, sample_epoch, event_id, id);
+CREATE TABLE attachments (id INTEGER PRIMARY KEY AUTOINCREMENT, sample_id TEXT,
+                          sample_epoch INTEGER, hash TEXT, content TEXT);
+"""
+NONCE = "UUID:0"
+
+
+class FakeBuffer:
+    """A sample buffer database with Inspect's tables, written as an eval would."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.executescript(SCHEMA)
+        self.db.execute("INSERT INTO samples VALUES ('s1', 1, ?)",
+                        (json.dumps({"id": "s1", "epoch": 1, "completed": False}),))
+
+    def event(self, uuid: str, kind: str = "tool", pending: bool = False,
+              **fields: Any) -> None:
+        data = {"uuid": uuid, "event": kind, "timestamp": 1.0, "pending": pending or None,
+                **fields}
+        self.db.execute("INSERT INTO events (event_id, sample_id, sample_epoch, data) "
+                        "VALUES (?, 's1', 1, ?)", (uuid, json.dumps(data, indent=2)))
+
+    def complete(self) -> None:
+        self.db.execute("UPDATE samples SET data = ?",
+                        (json.dumps({"id": "s1", "epoch": 1, "completed": True}),))
+
+
+class Inner:
+    """The control channel: serves the first page and records every read it gets."""
+
+    name = "http"
+    parallel_reads = 8
+
+    def __init__(self) -> None:
+        self.calls: list[str | None] = []
+
+    def tasks(self) -> list[TaskInfo]:
+        return []
+
+    def samples(self, task: TaskInfo, active_since: float | None = None,
+                all_rows: bool = False) -> SampleListing:
+        return SampleListing(as_of=0.0, samples=[])
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: str, limit: int = 500) -> EventPage:
+        self.calls.append(since)
+        _, offset = decode_cursor(since)
+        return EventPage(events=[], next=encode_cursor(NONCE, offset + 1), done=False)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture()
+def setup(tmp_path: Path) -> tuple[FakeBuffer, Inner, BufferedSource, TaskInfo]:
+    root = tmp_path / "samplebuffer"
+    (root / "abc").mkdir(parents=True)
+    buf = FakeBuffer(root / "abc" / "run_x.eval.4242.db")
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m",
+                    log_location="file:///logs/run_x.eval", pid=4242)
+    inner = Inner()
+    return buf, inner, BufferedSource(inner, base=root), task
+
+
+def _read(src: BufferedSource, task: TaskInfo, since: str | None, limit: int = 500,
+          tier: str = "content") -> EventPage:
+    return src.events(task, "s1", 1, since=since, types=None, tier=tier,  # type: ignore[arg-type]
+                      limit=limit)
+
+
+def test_finds_the_buffer_of_the_task_by_log_name_and_pid(setup: Any, tmp_path: Path) -> None:
+    buf, _, _, task = setup
+    assert find_buffer(task, tmp_path / "samplebuffer") == buf.path
+    other = TaskInfo(eval_id="e", task="t", task_id="t", model="m",
+                     log_location="file:///logs/run_x.eval", pid=1)
+    assert find_buffer(other, tmp_path / "samplebuffer") is None
+
+
+def test_first_page_is_the_control_channels_then_the_buffer_continues(setup: Any) -> None:
+    buf, inner, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)  # names the attempt's nonce
+    assert inner.calls == [None]
+    buf.event("b", pending=True)
+    buf.event("c")
+    page = _read(src, task, page.next)
+    assert len(inner.calls) == 1, "the buffer should have served this read"
+    assert [e["uuid"] for e in page.events] == ["b", "c"]
+    assert page.events[0]["pending"] is True
+    assert decode_cursor(page.next) == (NONCE, 3)
+    # the pending event completes: a new row of the same event; re-reading its offset
+    # gives the completed version (as the control channel does)
+    buf.event("b", result="done")
+    time.sleep(0.25)  # past the tail interval
+    again = _read(src, task, encode_cursor(NONCE, 1))
+    assert [e["uuid"] for e in again.events] == ["b", "c"]
+    assert again.events[0].get("pending") is None and again.events[0]["result"] == "done"
+    assert len(inner.calls) == 1
+
+
+def test_attachments_are_resolved(setup: Any) -> None:
+    buf, _, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    key = "0123456789abcdef0123456789abcdef"
+    buf.db.execute("INSERT INTO attachments (sample_id, sample_epoch, hash, content) "
+                   "VALUES ('s1', 1, ?, 'the whole output')", (key,))
+    buf.event("b", result=f"attachment://{key}")
+    time.sleep(0.25)
+    page = _read(src, task, page.next)
+    assert page.events[0]["result"] == "the whole output"
+
+
+@pytest.mark.parametrize("change", ["completed", "rows replaced", "second sample_init",
+                                    "unvouched nonce", "full tier", "newer attempt rows"])
+def test_what_the_buffer_cannot_vouch_for_goes_to_the_control_channel(
+        setup: Any, change: str) -> None:
+    buf, inner, src, task = setup
+    buf.event("i1", kind="sample_init")
+    buf.event("a")
+    page = _read(src, task, None)
+    buf.event("b")
+    page = _read(src, task, page.next)
+    assert len(inner.calls) == 1 and [e["uuid"] for e in page.events] == ["a", "b"]
+    cursor = page.next
+    tier = "content"
+    if change == "completed":
+        buf.complete()
+    elif change == "rows replaced":  # a retry deletes the failed attempt's rows
+        buf.db.execute("DELETE FROM events")
+        buf.event("x")
+        buf.event("y")
+        buf.event("z")
+    elif change == "second sample_init":  # rows of a new attempt under the same key
+        buf.event("i2", kind="sample_init")
+    elif change == "unvouched nonce":
+        cursor = encode_cursor("OTHER:1", 3)
+    elif change == "full tier":
+        tier = "full"
+    elif change == "newer attempt rows":  # a new view must start before the vouched row
+        src._readers["e"]._views.clear()  # type: ignore[union-attr]
+        buf.db.execute("DELETE FROM events")
+        buf.event("x")
+        buf.event("y")
+        buf.event("z")
+        buf.event("w")
+    time.sleep(0.25)
+    _read(src, task, cursor, tier=tier)
+    assert len(inner.calls) == 2, f"{change}: the buffer answered a read it cannot vouch for"
+
+
+def test_a_broken_database_turns_the_buffer_off_with_a_notice(setup: Any) -> None:
+    buf, inner, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    buf.db.execute("DROP TABLE events")
+    time.sleep(0.25)
+    _read(src, task, page.next)
+    _read(src, task, page.next)
+    assert len(inner.calls) == 3
+    notices = src.pop_notices()
+    assert len(notices) == 1 and notices[0][0] == "transport"
+    assert "control channel" in notices[0][1]
+    assert src.pop_notices() == []
+
+
+def test_a_task_without_a_buffer_reads_the_control_channel(tmp_path: Path) -> None:
+    inner = Inner()
+    src = BufferedSource(inner, base=tmp_path)
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m", log_location="x.eval",
+                    pid=1)
+    page = _read(src, task, None)
+    _read(src, task, page.next)
+    assert len(inner.calls) == 2
+
+
+def test_reader_opens_read_only(setup: Any) -> None:
+    buf, _, _, _ = setup
+    reader = SampleBufferReader(buf.path)
+    with pytest.raises(sqlite3.OperationalError):
+        reader._conn.execute("DELETE FROM events")
+    reader.close()
+
+
+class MovedSource(Inner):
+    """A control channel plus a buffer that reports which samples grew."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listings = 0
+        self.moved: set[tuple[str, int]] = set()
+        self.read: list[str] = []
+        self.rows = ["s1", "s2"]
+
+    def samples(self, task: TaskInfo, active_since: float | None = None,
+                all_rows: bool = False) -> SampleListing:
+        from watcher.sources.base import SampleRow
+
+        self.listings += 1
+        return SampleListing(as_of=float(self.listings), samples=[
+            SampleRow(sample_id=s, epoch=1, status="running", raw={"events": 1})
+            for s in self.rows])
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: str, limit: int = 500) -> EventPage:
+        self.read.append(sample_id)
+        return EventPage(events=[], next=encode_cursor(NONCE, 0), done=False)
+
+    def moved_samples(self, task: TaskInfo) -> set[tuple[str, int]]:
+        moved, self.moved = self.moved, set()
+        return moved
+
+
+def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
+    """With a buffer, the eval is asked for the listing only every few seconds (or for
+    a sample the watch does not know yet), and it never holds up the reads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from watcher.cli import load_engine
+    from watcher.runner import LISTING_EVERY_WITH_BUFFER, RunOptions, TaskWatcher
+
+    src = MovedSource()
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
+    with ThreadPoolExecutor(2) as pool:
+        tw = TaskWatcher(src, task, load_engine((), (), (), None), RunOptions(),  # type: ignore[arg-type]
+                         WatchState(), lambda out: None, pool)
+        tw.cycle(100.0)  # the first cycle lists before anything else
+        assert src.listings == 1 and set(tw.streams) == {("s1", 1), ("s2", 1)}
+        src.read.clear()
+        src.moved = {("s2", 1)}
+        tw.cycle(100.5)
+        assert src.listings == 1, "a listing was requested although the buffer said enough"
+        assert src.read == ["s2"]
+        src.moved = {("s3", 1)}  # a sample the watch has not listed yet
+        src.rows.append("s3")
+        tw.cycle(101.0)
+        if tw._listing is not None:
+            tw._listing.result()
+        assert src.listings == 2
+        tw.cycle(101.5)  # the listing that returned is taken in
+        assert ("s3", 1) in tw.streams
+        src.read.clear()
+        tw.cycle(101.5 + LISTING_EVERY_WITH_BUFFER)
+        if tw._listing is not None:
+            tw._listing.result()
+        assert src.listings == 3  # still listed every few seconds, for status changes

@@ -1,0 +1,405 @@
+"""Running samples' events read from Inspect's sample buffer, in the watcher's process.
+
+An eval process writes every transcript event, as it happens, to its *sample buffer*:
+a SQLite database (``<inspect data dir>/samplebuffer/<hash>/<log file>.<pid>.db``)
+that ``inspect view`` reads for its live view. The control channel serves running
+samples' events from the same buffer, but through the eval's own event loop: when
+hundreds of agents keep that loop busy, each page read waits its turn behind them
+(seconds) and costs the eval CPU. Reading the database directly costs the eval
+nothing.
+
+This is an accelerator, never a second source of truth: :class:`BufferedSource`
+wraps the control-channel source and reads from the buffer only what it can serve
+exactly as the control channel would, and hands every other read to it:
+
+- Offsets are the same. The control channel pages a running sample's transcript in
+  the order its events were first written; a buffer row is one version of one event,
+  so the events in order of their first row, each at its latest version, are the
+  same sequence (checked against the control channel in the tests). Cursors are the
+  control channel's own tokens (its attempt nonce plus an offset): the first page of
+  each attempt is read over the control channel, which names the nonce, and any later
+  read can go back to it with the same cursor.
+- It reads only what is certain: a sample that is finished (its rows are moved to
+  the log), not in the buffer, or whose rows were replaced (a retry deletes the
+  failed attempt's rows; a second ``sample_init`` marks a new attempt) goes back to
+  the control channel, which detects the new attempt or serves the log.
+- Any database error (locked, schema changed, file gone) turns the buffer off for
+  that task, with a notice; the watch goes on over the control channel.
+
+The ``full`` tier is always read over the control channel (the buffer condenses
+model inputs into pools this reader does not rebuild).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from watcher.attachments import ATTACHMENT_PROTOCOL, find_refs, resolve_attachments
+from watcher.discovery import discovery_dir
+from watcher.events import Tier
+from watcher.sources.base import EventPage, SampleListing, TaskInfo
+
+try:
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - a declared dependency
+    _loads = json.loads
+
+TAIL_INTERVAL = 0.2  # seconds: reads within this of the last tail reuse it
+TAIL_BATCH = 5000  # rows per tail query
+
+
+def encode_cursor(nonce: str, offset: int) -> str:
+    """A control-channel cursor token (the server's own format: nonce and offset)."""
+    raw = json.dumps({"n": nonce, "i": offset}, separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def decode_cursor(token: str | None) -> tuple[str | None, int]:
+    """``(nonce, offset)`` of a control-channel cursor; ``(None, 0)`` if unreadable."""
+    if not token:
+        return None, 0
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
+        return str(data["n"]), int(data["i"])
+    except (ValueError, KeyError, TypeError):
+        return None, 0
+
+
+def buffer_dir() -> Path:
+    """Where Inspect keeps sample buffers: beside the control discovery directory."""
+    return discovery_dir().parent / "samplebuffer"
+
+
+def find_buffer(task: TaskInfo, base: Path | None = None) -> Path | None:
+    """The sample buffer database of a running task, or ``None``."""
+    if not task.log_location or task.pid is None:
+        return None
+    name = task.log_location.rstrip("/").rsplit("/", 1)[-1]
+    root = base if base is not None else buffer_dir()
+    try:
+        hits = sorted(root.glob(f"*/{name}.{task.pid}.db"))
+    except OSError:
+        return None
+    return hits[0] if hits else None
+
+
+class _View:
+    """One sample attempt's events from offset ``base`` on: the latest version of each.
+
+    ``anchor`` is the event just before the retained ones (already served): while it
+    is still in the database the attempt's rows have not been replaced.
+    """
+
+    __slots__ = ("nonce", "base", "last", "uuids", "data", "anchor", "inits", "broken")
+
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce
+        self.base = 0
+        self.last = 0  # where the previous read started
+        self.uuids: list[str] = []
+        self.data: dict[str, str] = {}
+        self.anchor: str | None = None
+        self.inits = 0
+        self.broken = False
+
+    def add(self, uuid: str, data: str) -> None:
+        if uuid not in self.data:
+            self.uuids.append(uuid)
+            if '"event": "sample_init"' in data[:600] or '"event":"sample_init"' in data[:600]:
+                self.inits += 1
+                if self.inits > 1:  # a new attempt started under the same sample key
+                    self.broken = True
+        self.data[uuid] = data
+
+    def trim(self, offset: int) -> None:
+        """Forget events before ``offset`` (the stream never reads before its cursor)."""
+        drop = min(offset - self.base, len(self.uuids))
+        if drop <= 0:
+            return
+        gone = self.uuids[:drop]
+        self.anchor = gone[-1]
+        for u in gone:
+            self.data.pop(u, None)
+        del self.uuids[:drop]
+        self.base += drop
+
+
+class SampleBufferReader:
+    """Tails one task's sample buffer (read-only) and serves pages of tracked samples.
+
+    Every sample read so far is tracked; one query per :data:`TAIL_INTERVAL` reads
+    the rows added since the last one, for all tracked samples at once. A sample's
+    first read loads its rows so far with one indexed query.
+    """
+
+    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = path
+        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0,
+                                     check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._views: dict[tuple[str, int], _View] = {}
+        row = self._conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
+        self._last_id = int(row[0])
+        self._tailed_at = clock()
+        # samples with rows added since pop_moved() last asked (tracked or not)
+        self._moved: set[tuple[str, int]] = set()
+        self.reads = 0
+
+    def pop_moved(self) -> set[tuple[str, int]]:
+        """Samples whose transcripts grew since the last call (reads the new rows)."""
+        with self._lock:
+            if self._clock() - self._tailed_at >= TAIL_INTERVAL / 2:
+                self._tail()
+            moved, self._moved = self._moved, set()
+        return moved
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _tail(self) -> None:
+        while True:
+            rows = self._conn.execute(
+                "SELECT id, sample_id, sample_epoch, event_id, data FROM events "
+                "WHERE id > ? ORDER BY id LIMIT ?", (self._last_id, TAIL_BATCH)).fetchall()
+            moved = self._moved
+            for _rid, sid, epoch, uuid, data in rows:
+                key = (str(sid), int(epoch))
+                moved.add(key)
+                view = self._views.get(key)
+                if view is not None:
+                    view.add(uuid, data)
+            if rows:
+                self._last_id = int(rows[-1][0])
+            if len(rows) < TAIL_BATCH:
+                break
+        self._tailed_at = self._clock()
+
+    def max_id(self) -> int:
+        """The newest row id now (a read vouched for by the control channel records it)."""
+        with self._lock:
+            row = self._conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
+        return int(row[0])
+
+    def _load(self, key: tuple[str, int], nonce: str, vouched_id: int) -> _View | None:
+        """A sample's rows so far, if they are the attempt the control channel vouched
+        for: its first row must be older than that read (a retry replaces the rows)."""
+        row = self._conn.execute(
+            "SELECT min(id) FROM events WHERE sample_id = ? AND sample_epoch = ?",
+            key).fetchone()
+        if row is None or row[0] is None or int(row[0]) > vouched_id:
+            return None
+        view = _View(nonce)
+        for uuid, data in self._conn.execute(
+                "SELECT event_id, data FROM events WHERE sample_id = ? AND sample_epoch = ? "
+                "AND id <= ? ORDER BY id", (key[0], key[1], self._last_id)):
+            view.add(uuid, data)
+        self._views[key] = view
+        return view
+
+    def _running(self, key: tuple[str, int]) -> bool:
+        row = self._conn.execute(
+            "SELECT json_extract(data, '$.completed') FROM samples WHERE id = ? AND epoch = ?",
+            key).fetchone()
+        return row is not None and not row[0]
+
+    def _still_there(self, key: tuple[str, int], uuid: str) -> bool:
+        row = self._conn.execute(
+            "SELECT 1 FROM events WHERE sample_id = ? AND sample_epoch = ? AND event_id = ? "
+            "LIMIT 1", (key[0], key[1], uuid)).fetchone()
+        return row is not None
+
+    def read(self, sample_id: str, epoch: int, nonce: str, offset: int, limit: int,
+             vouched_id: int) -> list[dict[str, Any]] | None:
+        """Raw events ``[offset, offset + limit)`` of a running sample, or ``None`` when
+        the buffer cannot serve them exactly as the control channel would.
+
+        ``vouched_id`` is :meth:`max_id` when the control channel last served this
+        sample under ``nonce``.
+        """
+        key = (str(sample_id), int(epoch))
+        with self._lock:
+            if not self._running(key):
+                self._views.pop(key, None)
+                return None
+            view = self._views.get(key)
+            fresh = view is None or view.nonce != nonce or offset < view.base
+            if fresh or self._clock() - self._tailed_at >= TAIL_INTERVAL:
+                self._tail()  # a new view starts from rows as of now
+            if fresh:
+                view = self._load(key, nonce, vouched_id)
+                if view is None:
+                    return None
+            # keep the events from the previous read's start: the stream re-reads from
+            # the start of the page that held a pending event until it completes
+            view.trim(min(offset, view.last))
+            view.last = offset
+            check = view.anchor or (view.uuids[0] if view.uuids else None)
+            if view.broken or offset > view.base + len(view.uuids) or (
+                    check is not None and not self._still_there(key, check)):
+                self._views.pop(key, None)
+                return None
+            start = offset - view.base
+            blobs = [view.data[u] for u in view.uuids[start:start + limit]]
+            attach = self._attachments(key, blobs)
+            self.reads += 1
+        out: list[dict[str, Any]] = []
+        for blob in blobs:
+            event = _loads(blob)
+            if attach is not None and ATTACHMENT_PROTOCOL in blob:
+                event = resolve_attachments(event, attach)
+            out.append(event)
+        return out
+
+    def _attachments(self, key: tuple[str, int], blobs: list[str]) -> dict[str, str] | None:
+        refs: set[str] = set()
+        for blob in blobs:
+            if ATTACHMENT_PROTOCOL in blob:
+                refs |= find_refs(blob)
+        if not refs:
+            return None
+        refs |= {r[:32] for r in refs if len(r) > 32}  # a hash run into following text
+        marks = ",".join("?" * len(refs))
+        rows = self._conn.execute(
+            f"SELECT hash, content FROM attachments WHERE sample_id = ? AND sample_epoch = ? "
+            f"AND hash IN ({marks})", (key[0], key[1], *sorted(refs))).fetchall()
+        return dict(rows)
+
+
+class BufferedSource:
+    """The control-channel source, with running samples' pages read from the buffer.
+
+    ``tasks``/``samples`` and every read the buffer cannot serve go to ``inner``.
+    ``notices`` collects what the watch should tell the user (a buffer turned off).
+    """
+
+    def __init__(self, inner: Any, base: Path | None = None) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "http")
+        self.parallel_reads = getattr(inner, "parallel_reads", 4)
+        self.server = getattr(inner, "server", None)
+        self._base = base
+        self._readers: dict[str, SampleBufferReader | None] = {}
+        # (eval, sample, epoch) -> (nonce, newest buffer row) of the last page the
+        # control channel served: the attempt the buffer may continue
+        self._vouched: dict[tuple[str, str, int], tuple[str, int]] = {}
+        self._lock = threading.Lock()
+        self.notices: list[str] = []
+        self.buffer_reads = 0
+        self.inner_reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def pop_notices(self) -> list[tuple[str, str]]:
+        """``(kind, message)`` of what the watch should report (a buffer turned off)."""
+        with self._lock:
+            out = [("transport", m) for m in self.notices]
+            self.notices.clear()
+        return out
+
+    def tasks(self) -> list[TaskInfo]:
+        return self.inner.tasks()  # type: ignore[no-any-return]
+
+    def samples(self, task: TaskInfo, active_since: float | None = None,
+                all_rows: bool = False) -> SampleListing:
+        return self.inner.samples(  # type: ignore[no-any-return]
+            task, active_since=active_since, all_rows=all_rows)
+
+    def _reader(self, task: TaskInfo) -> SampleBufferReader | None:
+        with self._lock:
+            if task.eval_id in self._readers:
+                return self._readers[task.eval_id]
+            path = find_buffer(task, self._base)
+            reader = None
+            if path is not None:
+                try:
+                    reader = SampleBufferReader(path)
+                except sqlite3.Error as exc:
+                    self.notices.append(f"sample buffer {path.name} unreadable ({exc}); "
+                                        "reading events over the control channel")
+            if reader is not None or task.finished:
+                self._readers[task.eval_id] = reader
+            return reader
+
+    def moved_samples(self, task: TaskInfo) -> set[tuple[str, int]] | None:
+        """``(sample_id, epoch)`` of samples with new events since the last call, read
+        from the buffer without asking the eval; ``None`` when there is no buffer."""
+        reader = self._reader(task)
+        if reader is None:
+            return None
+        try:
+            return reader.pop_moved()
+        except sqlite3.Error as exc:
+            self._drop(task, exc)
+            return None
+
+    def _drop(self, task: TaskInfo, exc: Exception) -> None:
+        with self._lock:
+            reader = self._readers.get(task.eval_id)
+            self._readers[task.eval_id] = None
+        if reader is not None:
+            self.notices.append(f"sample buffer {reader.path.name}: {exc}; reading events "
+                                "over the control channel from here on")
+            try:
+                reader.close()
+            except sqlite3.Error:
+                pass
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: Tier, limit: int = 500) -> EventPage:
+        nonce, offset = decode_cursor(since)
+        key = (task.eval_id, str(sample_id), int(epoch))
+        reader = self._reader(task) if tier != "full" else None
+        vouched = self._vouched.get(key)
+        if since is None and vouched is not None:
+            # from the start of the attempt the control channel last vouched for (the
+            # stream re-reads from its first page while an event there is pending); a
+            # retry since then replaced the rows, which the reader detects
+            nonce = vouched[0]
+        if reader is not None and nonce is not None:
+            got = None
+            if vouched is not None and vouched[0] == nonce:
+                try:
+                    got = reader.read(sample_id, epoch, nonce, offset, limit, vouched[1])
+                except (sqlite3.Error, ValueError) as exc:
+                    self._drop(task, exc)
+            if got is not None:
+                self.buffer_reads += 1
+                events = [e for e in got if types is None or e.get("event") in types]
+                return EventPage(events=events, next=encode_cursor(nonce, offset + len(got)),
+                                 done=False)
+        mark = 0
+        if reader is not None:
+            try:
+                mark = reader.max_id()  # before the read: rows it served are at most this
+            except sqlite3.Error as exc:
+                self._drop(task, exc)
+                reader = None
+        self.inner_reads += 1
+        page: EventPage = self.inner.events(task, sample_id, epoch, since=since, types=types,
+                                            tier=tier, limit=limit)
+        served, _ = decode_cursor(page.next)
+        if reader is not None and served is not None and not page.done:
+            self._vouched[key] = (served, mark)
+        else:
+            self._vouched.pop(key, None)
+        return page
+
+    def close(self) -> None:
+        with self._lock:
+            readers = [r for r in self._readers.values() if r is not None]
+            self._readers.clear()
+        for r in readers:
+            try:
+                r.close()
+            except sqlite3.Error:
+                pass
+        self.inner.close()
