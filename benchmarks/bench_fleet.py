@@ -91,6 +91,9 @@ def main() -> None:
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--repeat-every", type=int, default=5)
     ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--transport", choices=["auto", "http"], default="auto",
+                    help="auto: running samples' events from the eval's sample buffer; "
+                         "http: every read through the control channel")
     ap.add_argument("--jitter", type=float, default=0.5,
                     help="each call's delay is spread over delay*(1 +- jitter); 0 keeps all "
                          "samples in lock-step (every sample changes in the same second)")
@@ -108,7 +111,7 @@ def main() -> None:
     print(f"{args.samples} samples at once, {args.turns} calls x {args.tool_delay}s each "
           f"(~{args.turns * args.tool_delay:.0f}s per sample), watcher poll {args.poll}s; "
           f"every {args.repeat_every}th sample repeats a call after call {repeat_at}; "
-          f"delays spread +-{args.jitter:.0%}")
+          f"delays spread +-{args.jitter:.0%}; watcher transport {args.transport}")
 
     base_wall = float("nan")
     if not args.skip_baseline:
@@ -131,7 +134,8 @@ def main() -> None:
     tailer.start()
     w0 = time.perf_counter()
     watcher = subprocess.Popen(watch_cmd("watch", "--format", "jsonl", "-o", str(out),
-                                         "--poll", str(args.poll)),
+                                         "--poll", str(args.poll),
+                                         "--transport", args.transport),
                                env=env, stdout=subprocess.DEVNULL,
                                stderr=(work / "watch.err").open("wb"),
                                stdin=subprocess.DEVNULL)

@@ -314,3 +314,18 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
         if tw._listing is not None:
             tw._listing.result()
         assert src.listings == 3  # still listed every few seconds, for status changes
+
+
+def test_a_finished_sample_releases_its_view(setup: Any) -> None:
+    buf, inner, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    buf.event("b")
+    page = _read(src, task, page.next)
+    reader = src._readers["e"]
+    assert reader is not None and ("s1", 1) in reader._views
+    buf.complete()
+    done = EventPage(events=[], next=encode_cursor(NONCE, 2), done=True)
+    inner.events = lambda *a, **k: done  # type: ignore[method-assign]
+    assert _read(src, task, page.next).done
+    assert ("s1", 1) not in reader._views

@@ -53,6 +53,7 @@ except ImportError:  # pragma: no cover - a declared dependency
 
 TAIL_INTERVAL = 0.2  # seconds: reads within this of the last tail reuse it
 TAIL_BATCH = 5000  # rows per tail query
+LOOK_AGAIN = 5.0  # seconds before looking again for a buffer that was not there
 
 
 def encode_cursor(nonce: str, offset: int) -> str:
@@ -163,6 +164,11 @@ class SampleBufferReader:
 
     def close(self) -> None:
         self._conn.close()
+
+    def forget(self, sample_id: str, epoch: int) -> None:
+        """Drop a finished sample's view (the control channel served its end)."""
+        with self._lock:
+            self._views.pop((str(sample_id), int(epoch)), None)
 
     def _tail(self) -> None:
         while True:
@@ -290,6 +296,7 @@ class BufferedSource:
         # (eval, sample, epoch) -> (nonce, newest buffer row) of the last page the
         # control channel served: the attempt the buffer may continue
         self._vouched: dict[tuple[str, str, int], tuple[str, int]] = {}
+        self._missing: dict[str, float] = {}  # eval id -> when no buffer was found
         self._lock = threading.Lock()
         self.notices: list[str] = []
         self.buffer_reads = 0
@@ -317,6 +324,9 @@ class BufferedSource:
         with self._lock:
             if task.eval_id in self._readers:
                 return self._readers[task.eval_id]
+            missed = self._missing.get(task.eval_id)
+            if missed is not None and time.monotonic() - missed < LOOK_AGAIN:
+                return None
             path = find_buffer(task, self._base)
             reader = None
             if path is not None:
@@ -327,6 +337,8 @@ class BufferedSource:
                                         "reading events over the control channel")
             if reader is not None or task.finished:
                 self._readers[task.eval_id] = reader
+            else:  # not there (yet, or buffering is off): look again in a few seconds
+                self._missing[task.eval_id] = time.monotonic()
             return reader
 
     def moved_samples(self, task: TaskInfo) -> set[tuple[str, int]] | None:
@@ -391,6 +403,8 @@ class BufferedSource:
             self._vouched[key] = (served, mark)
         else:
             self._vouched.pop(key, None)
+            if reader is not None and page.done:
+                reader.forget(sample_id, epoch)
         return page
 
     def close(self) -> None:
