@@ -104,6 +104,9 @@ class _Handler(BaseHTTPRequestHandler):
         if action == "503":
             self._send(503, b'{"error": "busy"}')
             return
+        if action == "500":  # what Inspect answers when it reads a log mid-write
+            self._send(500, b'{"error": "ValueError: EOCD not found"}')
+            return
         if action == "malformed":
             self._send(200, b'{"events": [{"event": "tool", "uuid": ')
             return

@@ -147,6 +147,21 @@ def test_transient_503_is_retried_transparently(fake: FakeControlServer) -> None
     assert fake.count("sample/events") == 3
 
 
+def test_transient_server_error_is_retried_and_a_lasting_one_reported(
+        fake: FakeControlServer) -> None:
+    """Inspect answers 500 when it reads a finished sample from a log still being
+    written; the next try works."""
+    fake.add_sample("s1", _repeat_events(1))
+    src = _source(fake, retries=2)
+    task = _task(src)
+    fake.inject("sample/events", "500")
+    page = src.events(task, "s1", 1, since=None, types=None, tier="content")
+    assert len(page.events) == 2 and fake.count("sample/events") == 2
+    fake.inject("sample/events", "500", "500", "500")
+    with pytest.raises(BadResponse, match="EOCD"):
+        src.events(task, "s1", 1, since=None, types=None, tier="content")
+
+
 @pytest.mark.parametrize("fault", ["malformed", "truncated", "drop"])
 def test_garbage_is_bad_response(fake: FakeControlServer, fault: str) -> None:
     fake.add_sample("s1", _repeat_events(1))

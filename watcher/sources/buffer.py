@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,38 @@ def decode_cursor(token: str | None) -> tuple[str | None, int]:
         return str(data["n"]), int(data["i"])
     except (ValueError, KeyError, TypeError):
         return None, 0
+
+
+class BufferMismatch(ValueError):
+    """The buffer's events differ from what the control channel served at the same
+    offsets (another Inspect version may write it differently): stop reading it."""
+
+
+_EVENT_TYPE = re.compile(r'"event":\s*"([A-Za-z_]+)"')
+
+
+def _event_type(blob: str) -> str | None:
+    m = _EVENT_TYPE.search(blob, 0, 800)
+    if m is not None:
+        return m.group(1)
+    value = _loads(blob).get("event")
+    return str(value) if value is not None else None
+
+
+@dataclass
+class Vouch:
+    """What the control channel last served of one sample: the attempt (``nonce``), the
+    newest buffer row before that read (``mark``), and the page itself (offsets
+    ``start``-``end``, the ``uuids`` it returned for ``types``), which the buffer's
+    events at those offsets must match before the buffer serves this attempt."""
+
+    nonce: str
+    mark: int
+    start: int
+    end: int
+    uuids: tuple[str, ...]
+    types: frozenset[str] | None
+    checked: bool = False
 
 
 def buffer_dir() -> Path:
@@ -194,13 +228,13 @@ class SampleBufferReader:
             row = self._conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
         return int(row[0])
 
-    def _load(self, key: tuple[str, int], nonce: str, vouched_id: int) -> _View | None:
+    def _load(self, key: tuple[str, int], nonce: str, mark: int) -> _View | None:
         """A sample's rows so far, if they are the attempt the control channel vouched
         for: its first row must be older than that read (a retry replaces the rows)."""
         row = self._conn.execute(
             "SELECT min(id) FROM events WHERE sample_id = ? AND sample_epoch = ?",
             key).fetchone()
-        if row is None or row[0] is None or int(row[0]) > vouched_id:
+        if row is None or row[0] is None or int(row[0]) > mark:
             return None
         view = _View(nonce)
         for uuid, data in self._conn.execute(
@@ -210,11 +244,27 @@ class SampleBufferReader:
         self._views[key] = view
         return view
 
+    def _agrees(self, view: _View, vouch: Vouch) -> bool:
+        """Whether the buffer holds the vouched page's events, in its order (``False``:
+        not all written yet). A different order raises :class:`BufferMismatch`."""
+        lo, hi = vouch.start - view.base, vouch.end - view.base
+        if lo < 0 or hi > len(view.uuids):
+            return False
+        types = vouch.types
+        seen = tuple(u for u in view.uuids[lo:hi]
+                     if types is None or _event_type(view.data[u]) in types)
+        if seen != vouch.uuids:
+            raise BufferMismatch(
+                f"its events at offsets {vouch.start}-{vouch.end} differ from the control "
+                "channel's")
+        vouch.checked = True
+        return True
+
     def _running(self, key: tuple[str, int]) -> bool:
         row = self._conn.execute(
             "SELECT json_extract(data, '$.completed') FROM samples WHERE id = ? AND epoch = ?",
             key).fetchone()
-        return row is not None and not row[0]
+        return row is not None and row[0] == 0  # JSON false; absent (unknown) is not running
 
     def _still_there(self, key: tuple[str, int], uuid: str) -> bool:
         row = self._conn.execute(
@@ -222,14 +272,15 @@ class SampleBufferReader:
             "LIMIT 1", (key[0], key[1], uuid)).fetchone()
         return row is not None
 
-    def read(self, sample_id: str, epoch: int, nonce: str, offset: int, limit: int,
-             vouched_id: int) -> list[dict[str, Any]] | None:
+    def read(self, sample_id: str, epoch: int, offset: int, limit: int,
+             vouch: Vouch) -> list[dict[str, Any]] | None:
         """Raw events ``[offset, offset + limit)`` of a running sample, or ``None`` when
         the buffer cannot serve them exactly as the control channel would.
 
-        ``vouched_id`` is :meth:`max_id` when the control channel last served this
-        sample under ``nonce``.
+        Raises :class:`BufferMismatch` when the buffer disagrees with the page the
+        control channel last served (``vouch``).
         """
+        nonce = vouch.nonce
         key = (str(sample_id), int(epoch))
         with self._lock:
             if not self._running(key):
@@ -240,9 +291,12 @@ class SampleBufferReader:
             if fresh or self._clock() - self._tailed_at >= TAIL_INTERVAL:
                 self._tail()  # a new view starts from rows as of now
             if fresh:
-                view = self._load(key, nonce, vouched_id)
+                view = self._load(key, nonce, vouch.mark)
                 if view is None:
                     return None
+            if not vouch.checked and not self._agrees(view, vouch):
+                self._views.pop(key, None)
+                return None  # the buffer lags the control channel's page: not yet
             # keep the events from the previous read's start: the stream re-reads from
             # the start of the page that held a pending event until it completes
             view.trim(min(offset, view.last))
@@ -295,7 +349,7 @@ class BufferedSource:
         self._readers: dict[str, SampleBufferReader | None] = {}
         # (eval, sample, epoch) -> (nonce, newest buffer row) of the last page the
         # control channel served: the attempt the buffer may continue
-        self._vouched: dict[tuple[str, str, int], tuple[str, int]] = {}
+        self._vouched: dict[tuple[str, str, int], Vouch] = {}
         self._missing: dict[str, float] = {}  # eval id -> when no buffer was found
         self._lock = threading.Lock()
         self.notices: list[str] = []
@@ -375,12 +429,12 @@ class BufferedSource:
             # from the start of the attempt the control channel last vouched for (the
             # stream re-reads from its first page while an event there is pending); a
             # retry since then replaced the rows, which the reader detects
-            nonce = vouched[0]
+            nonce = vouched.nonce
         if reader is not None and nonce is not None:
             got = None
-            if vouched is not None and vouched[0] == nonce:
+            if vouched is not None and vouched.nonce == nonce:
                 try:
-                    got = reader.read(sample_id, epoch, nonce, offset, limit, vouched[1])
+                    got = reader.read(sample_id, epoch, offset, limit, vouched)
                 except (sqlite3.Error, ValueError) as exc:
                     self._drop(task, exc)
             if got is not None:
@@ -398,9 +452,11 @@ class BufferedSource:
         self.inner_reads += 1
         page: EventPage = self.inner.events(task, sample_id, epoch, since=since, types=types,
                                             tier=tier, limit=limit)
-        served, _ = decode_cursor(page.next)
+        served, end = decode_cursor(page.next)
         if reader is not None and served is not None and not page.done:
-            self._vouched[key] = (served, mark)
+            start = offset if served == nonce else 0  # a stale cursor restarts at 0
+            self._vouched[key] = Vouch(served, mark, start, end,
+                                       tuple(str(e.get("uuid")) for e in page.events), types)
         else:
             self._vouched.pop(key, None)
             if reader is not None and page.done:

@@ -92,6 +92,11 @@ class HttpSource:
                 continue
             if status == 404:
                 raise NotFound(_error_text(body))
+            if status >= 500:
+                # a server error can be a race (e.g. reading a log while it is being
+                # written: "EOCD not found"); retried, then reported like any fault
+                last = BadResponse(f"{path}: HTTP {status}: {_error_text(body)}")
+                continue
             if status >= 400:
                 raise BadResponse(f"{path}: HTTP {status}: {_error_text(body)}")
             try:
