@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from tests.test_stream_live import _source, log_events, watch_all
-from watcher.sources.base import EventPage, SampleListing, TaskInfo
-from watcher.sources.buffer import (
-    BufferedSource,
-    SampleBufferReader,
+from watcher.sources.base import (
+    EventPage,
+    SampleListing,
+    TaskInfo,
     decode_cursor,
     encode_cursor,
-    find_buffer,
 )
+from watcher.sources.buffer import BufferedSource, SampleBufferReader, find_buffer
 from watcher.state import WatchState
 
 RULE_FIELDS = ("type", "uuid", "function", "arguments", "result", "error", "completion",

@@ -15,15 +15,13 @@ starts over from the beginning and labels what follows with the new attempt.
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from watcher.events import Event, Tier, normalise
-from watcher.sources.base import EventPage, Source, SourceError, TaskInfo
+from watcher.sources.base import EventPage, Source, SourceError, TaskInfo, decode_cursor
 
 # Stop re-reading for a pending event once this many events follow it: an
 # event that stays pending that long is reported as a gap, not re-walked forever.
@@ -50,13 +48,7 @@ def cursor_nonce(cursor: str | None) -> str | None:
     format ever changes it returns ``None`` and the listing's retry count still
     catches the new attempt.
     """
-    if not cursor:
-        return None
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
-        return str(data["n"]) if isinstance(data, dict) and "n" in data else None
-    except (ValueError, KeyError, TypeError, UnicodeError):
-        return None
+    return decode_cursor(cursor)[0]
 
 
 def _key(event: dict[str, Any]) -> str:

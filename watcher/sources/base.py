@@ -10,6 +10,8 @@ can tell "try again" from "this process is gone" from "this is garbage".
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -143,3 +145,25 @@ def sample_row(d: dict[str, Any]) -> SampleRow:
         retries = 0
     return SampleRow(sample_id=str(d.get("sample_id")), epoch=epoch,
                      status=str(d.get("status") or "unknown"), retries=retries, raw=d)
+
+
+def encode_cursor(nonce: str, offset: int) -> str:
+    """A control-channel cursor token: the server's own format (attempt nonce, offset).
+
+    Cursors are opaque to clients; the watcher relies on the format in two places only,
+    each with a safe fallback: the stream peeks at the nonce to notice a new attempt
+    early, and the sample-buffer reader continues a page the control channel served.
+    """
+    raw = json.dumps({"n": nonce, "i": offset}, separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def decode_cursor(token: str | None) -> tuple[str | None, int]:
+    """``(nonce, offset)`` of a control-channel cursor; ``(None, 0)`` if unreadable."""
+    if not token:
+        return None, 0
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
+        return str(data["n"]), int(data["i"])
+    except (ValueError, KeyError, TypeError, UnicodeError):
+        return None, 0

@@ -32,7 +32,6 @@ model inputs into pools this reader does not rebuild).
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import sqlite3
@@ -46,7 +45,13 @@ from typing import Any
 from watcher.attachments import ATTACHMENT_PROTOCOL, find_refs, resolve_attachments
 from watcher.discovery import discovery_dir
 from watcher.events import Tier
-from watcher.sources.base import EventPage, SampleListing, TaskInfo
+from watcher.sources.base import (
+    EventPage,
+    SampleListing,
+    TaskInfo,
+    decode_cursor,
+    encode_cursor,
+)
 
 try:
     from orjson import loads as _loads
@@ -56,23 +61,6 @@ except ImportError:  # pragma: no cover - a declared dependency
 TAIL_INTERVAL = 0.2  # seconds: reads within this of the last tail reuse it
 TAIL_BATCH = 5000  # rows per tail query
 LOOK_AGAIN = 5.0  # seconds before looking again for a buffer that was not there
-
-
-def encode_cursor(nonce: str, offset: int) -> str:
-    """A control-channel cursor token (the server's own format: nonce and offset)."""
-    raw = json.dumps({"n": nonce, "i": offset}, separators=(",", ":")).encode("utf-8")
-    return base64.urlsafe_b64encode(raw).decode("ascii")
-
-
-def decode_cursor(token: str | None) -> tuple[str | None, int]:
-    """``(nonce, offset)`` of a control-channel cursor; ``(None, 0)`` if unreadable."""
-    if not token:
-        return None, 0
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
-        return str(data["n"]), int(data["i"])
-    except (ValueError, KeyError, TypeError):
-        return None, 0
 
 
 class BufferMismatch(ValueError):
