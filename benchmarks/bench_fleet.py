@@ -1,10 +1,12 @@
 """A fleet of concurrent samples watched live: watcher CPU, eval slowdown, latency.
 
     python benchmarks/bench_fleet.py [--samples 300] [--turns 10] [--tool-delay 6]
-                                     [--poll 1] [--repeat-every 5]
+                                     [--poll 1] [--repeat-every 5] [--rounds 1]
+                                     [--transport auto|http]
 
-Runs the same eval twice in one invocation (A/B, one after the other so they do
-not share the two cores): once alone, once watched by ``inspect-watch watch
+Runs the same eval twice per round (A/B, one after the other so they do not share
+the two cores; ``--rounds N`` alternates the order and reports the median slowdown):
+once alone, once watched by ``inspect-watch watch
 --format jsonl -o FILE --poll 1`` as a subprocess. All samples run at once
 (``--max-samples`` = samples); each does ``turns`` tool calls of ``tool-delay``
 seconds (default: ~60 s per sample). Every ``repeat-every``-th sample repeats
@@ -91,6 +93,9 @@ def main() -> None:
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--repeat-every", type=int, default=5)
     ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="A/B pairs to run, alternating their order; the slowdown is the "
+                         "median over rounds")
     ap.add_argument("--transport", choices=["auto", "http"], default="auto",
                     help="auto: running samples' events from the eval's sample buffer; "
                          "http: every read through the control channel")
@@ -113,45 +118,71 @@ def main() -> None:
           f"every {args.repeat_every}th sample repeats a call after call {repeat_at}; "
           f"delays spread +-{args.jitter:.0%}; watcher transport {args.transport}")
 
-    base_wall = float("nan")
-    if not args.skip_baseline:
+    def alone(i: int) -> tuple[float, float]:
         t0 = time.perf_counter()
-        proc = run_eval(work, task_file, args.samples, args.tool_delay, "alone")
-        code, base_cpu = reap(proc)
-        base_wall = time.perf_counter() - t0
-        print(f"A  eval alone:   exit {code}, wall {base_wall:.1f}s, eval cpu {base_cpu:.1f}s")
+        proc = run_eval(work, task_file, args.samples, args.tool_delay, f"alone{i}")
+        code, cpu = reap(proc)
+        wall = time.perf_counter() - t0
+        print(f"A{i}  eval alone:   exit {code}, wall {wall:.1f}s, eval cpu {cpu:.1f}s")
+        return wall, cpu
 
-    t0 = time.perf_counter()
-    proc = run_eval(work, task_file, args.samples, args.tool_delay, "watched")
-    disc = work / "data-watched" / "inspect_ai" / "control" / f"{proc.pid}.json"
-    while not disc.exists() and proc.poll() is None:
-        time.sleep(0.05)
-    out = work / "findings.jsonl"
-    env = {**os.environ, "XDG_DATA_HOME": str(work / "data-watched")}
     seen: dict[str, tuple[float, dict[str, Any]]] = {}
-    stop = threading.Event()
-    tailer = threading.Thread(target=tail, args=(out, seen, stop), daemon=True)
-    tailer.start()
-    w0 = time.perf_counter()
-    watcher = subprocess.Popen(watch_cmd("watch", "--format", "jsonl", "-o", str(out),
-                                         "--poll", str(args.poll),
-                                         "--transport", args.transport),
-                               env=env, stdout=subprocess.DEVNULL,
-                               stderr=(work / "watch.err").open("wb"),
-                               stdin=subprocess.DEVNULL)
-    code, eval_cpu = reap(proc)
-    watched_wall = time.perf_counter() - t0
-    wcode, watch_cpu = reap(watcher)
-    watch_wall = time.perf_counter() - w0
-    time.sleep(0.3)
-    stop.set()
-    tailer.join()
-    print(f"B  eval watched: exit {code}, wall {watched_wall:.1f}s, eval cpu {eval_cpu:.1f}s")
-    print(f"   watcher: exit {wcode}, wall {watch_wall:.1f}s, cpu {watch_cpu:.1f}s "
-          f"= {100 * watch_cpu / watch_wall:.1f}% of one core (cpus: {os.cpu_count()})")
-    if base_wall == base_wall:
-        print(f"   eval slowdown with the watcher: {100 * (watched_wall / base_wall - 1):+.1f}% "
-              "(noise on a shared 2-core machine is several %)")
+
+    def watched(i: int) -> float:
+        t0 = time.perf_counter()
+        name = f"watched{i}"
+        proc = run_eval(work, task_file, args.samples, args.tool_delay, name)
+        disc = work / f"data-{name}" / "inspect_ai" / "control" / f"{proc.pid}.json"
+        while not disc.exists() and proc.poll() is None:
+            time.sleep(0.05)
+        out = work / f"findings{i}.jsonl"
+        env = {**os.environ, "XDG_DATA_HOME": str(work / f"data-{name}")}
+        found: dict[str, tuple[float, dict[str, Any]]] = {}
+        stop = threading.Event()
+        tailer = threading.Thread(target=tail, args=(out, found, stop), daemon=True)
+        tailer.start()
+        w0 = time.perf_counter()
+        watcher = subprocess.Popen(watch_cmd("watch", "--format", "jsonl", "-o", str(out),
+                                             "--poll", str(args.poll),
+                                             "--transport", args.transport),
+                                   env=env, stdout=subprocess.DEVNULL,
+                                   stderr=(work / f"watch{i}.err").open("wb"),
+                                   stdin=subprocess.DEVNULL)
+        code, eval_cpu = reap(proc)
+        wall = time.perf_counter() - t0
+        wcode, watch_cpu = reap(watcher)
+        watch_wall = time.perf_counter() - w0
+        time.sleep(0.3)
+        stop.set()
+        tailer.join()
+        print(f"B{i}  eval watched: exit {code}, wall {wall:.1f}s, eval cpu {eval_cpu:.1f}s")
+        print(f"    watcher: exit {wcode}, wall {watch_wall:.1f}s, cpu {watch_cpu:.1f}s "
+              f"= {100 * watch_cpu / watch_wall:.1f}% of one core (cpus: {os.cpu_count()})")
+        seen.update({f"{i}:{k}": v for k, v in found.items()})
+        return wall
+
+    # rounds alternate the order (AB, BA, AB, ...) so drift in the machine's load does
+    # not always land on the same side
+    ratios: list[float] = []
+    for i in range(args.rounds):
+        if args.skip_baseline:
+            watched(i)
+            continue
+        if i % 2 == 0:
+            base_wall, _ = alone(i)
+            watched_wall = watched(i)
+        else:
+            watched_wall = watched(i)
+            base_wall, _ = alone(i)
+        ratios.append(watched_wall / base_wall - 1)
+        print(f"    round {i}: eval slowdown with the watcher {100 * ratios[-1]:+.1f}%")
+    if ratios:
+        ordered = sorted(ratios)
+        median = ordered[len(ordered) // 2] if len(ordered) % 2 else (
+            ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+        print(f"eval slowdown with the watcher: median {100 * median:+.1f}% over "
+              f"{len(ratios)} round(s): " + ", ".join(f"{100 * r:+.1f}%" for r in ratios)
+              + " (identical runs differ by several % on a shared 2-core machine)")
 
     lat: list[float] = []
     by_rule: dict[str, int] = {}
@@ -165,7 +196,8 @@ def main() -> None:
                if rec["rule"] == "repeated-tool-call" and rec["evidence"].get("timestamps")]
     rules = ", ".join(f"{k}={v}" for k, v in sorted(by_rule.items()))
     print(f"findings: {len(seen)} ids ({rules})")
-    expected = len(range(0, args.samples, args.repeat_every)) if args.repeat_every else 0
+    expected = (len(range(0, args.samples, args.repeat_every)) * args.rounds
+                if args.repeat_every else 0)
     print(f"repeat scenario: {len(repeats)} repeated-tool-call findings for {expected} samples "
           "that repeat")
     for name, xs in (("all findings", lat), ("repeated-tool-call", repeats)):
