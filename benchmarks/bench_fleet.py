@@ -52,10 +52,14 @@ def run_eval(work: Path, task_file: Path, samples: int, tool_delay: float,
         env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
+MAX_RSS: dict[int, float] = {}  # pid -> peak resident memory, MB
+
+
 def reap(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
     """Wait for ``proc``; (exit status, its user+system CPU seconds)."""
     _, status, ru = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    MAX_RSS[proc.pid] = ru.ru_maxrss / 1024  # KB on Linux
     return proc.returncode, ru.ru_utime + ru.ru_stime
 
 
@@ -157,7 +161,8 @@ def main() -> None:
         tailer.join()
         print(f"B{i}  eval watched: exit {code}, wall {wall:.1f}s, eval cpu {eval_cpu:.1f}s")
         print(f"    watcher: exit {wcode}, wall {watch_wall:.1f}s, cpu {watch_cpu:.1f}s "
-              f"= {100 * watch_cpu / watch_wall:.1f}% of one core (cpus: {os.cpu_count()})")
+              f"= {100 * watch_cpu / watch_wall:.1f}% of one core (cpus: {os.cpu_count()}), "
+              f"peak memory {MAX_RSS[watcher.pid]:.0f} MB")
         seen.update({f"{i}:{k}": v for k, v in found.items()})
         return wall
 
