@@ -237,7 +237,12 @@ def parse_exception(item: Any, ctx: Ctx, path: Path_, extra_keys: tuple[str, ...
         if not ctx.expect(value, list, path + ("value",), "value of op 'in'"):
             return None
         sval = {str(v) for v in value}
-        test = lambda v: v is not None and (v in value or str(v) in sval)  # noqa: E731
+
+        def test(v: Any) -> bool:
+            if v.__class__ is str:  # the common case (a function name): one set lookup
+                return v in sval
+            return v is not None and (v in value or str(v) in sval)
+
     elif op == "regex":
         rx = compile_regex(value, ctx, path + ("value",))
         if rx is None:

@@ -12,7 +12,7 @@ import fnmatch
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -104,7 +104,7 @@ class RunContext:
         }
 
 
-_Target = tuple[Any, tuple[ExceptionSpec, ...], int]  # predicate, exceptions, state index
+_Target = tuple[Any, Any, int]  # predicate, exceptions test (or None), state index
 
 
 class Engine:
@@ -163,10 +163,21 @@ class Engine:
             rules.sort(key=lambda r: self.order[r.id])
             pops = tuple(i for key, i in self.populations.items()
                          if key is None or etype in key)
-            hit = (pops, [(r.predicate, self.exceptions[r.id], self.order[r.id])
+            hit = (pops, [(r.predicate, _excepted(self.exceptions[r.id]), self.order[r.id])
                           for r in rules])
             self._table[etype] = hit
         return hit
+
+
+def _excepted(specs: tuple[ExceptionSpec, ...]
+              ) -> Callable[[dict[str, Any], dict[str, Any]], bool] | None:
+    """One call that tells whether any of a rule's exceptions covers an event (``None``
+    when it has none): the dispatch loop asks it for every matching event."""
+    if not specs:
+        return None
+    if len(specs) == 1:
+        return specs[0].matches
+    return lambda e, sv: any(x.matches(e, sv) for x in specs)
 
 
 def _applies(s: ExceptionSpec, rule: Rule) -> bool:
@@ -232,10 +243,10 @@ class SampleWatch:
             pop[i] += 1
         sv = self.sample_view
         states = self.state_list
-        for pred, excs, i in targets:
+        for pred, excepted, i in targets:
             matched = True if pred is None else pred(event)
             if matched:
-                if excs and any(x.matches(event, sv) for x in excs):
+                if excepted is not None and excepted(event, sv):
                     matched = False
                     if not states[i].armed():
                         continue
