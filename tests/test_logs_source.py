@@ -16,8 +16,8 @@ import pytest
 from tests.corpus import CORPUS
 from watcher.attachments import find_refs, resolve_attachments, resolve_text
 from watcher.events import CONTENT_WIDTH, normalise
-from watcher.sources.base import BadResponse, NotFound, TaskInfo
-from watcher.sources.logs import LogSource, decode_cursor, encode_cursor, iter_log_samples
+from watcher.sources.base import BadResponse, NotFound, TaskInfo, decode_cursor, encode_cursor
+from watcher.sources.logs import LogSource, iter_log_samples
 
 REPO = Path(__file__).resolve().parents[1]
 

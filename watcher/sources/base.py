@@ -159,11 +159,12 @@ def encode_cursor(nonce: str, offset: int) -> str:
 
 
 def decode_cursor(token: str | None) -> tuple[str | None, int]:
-    """``(nonce, offset)`` of a control-channel cursor; ``(None, 0)`` if unreadable."""
+    """``(nonce, offset)`` of a control-channel cursor; a missing or garbled one means
+    "from the start" ``(None, 0)``, and a negative offset reads as 0 (as the server does)."""
     if not token:
         return None, 0
     try:
         data = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
-        return str(data["n"]), int(data["i"])
+        return str(data["n"]), max(0, int(data["i"]))
     except (ValueError, KeyError, TypeError, UnicodeError):
         return None, 0

@@ -25,7 +25,6 @@ still being written, documents that do not parse) goes through Inspect's reader.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -48,6 +47,8 @@ from watcher.sources.base import (
     SampleRow,
     SourceError,
     TaskInfo,
+    decode_cursor,
+    encode_cursor,
     sample_row,
 )
 
@@ -107,23 +108,6 @@ def _list_local(path: str, recursive: bool) -> list[_FileInfo] | None:
             dirs.clear()
     found.sort(key=lambda f: f.mtime, reverse=True)
     return found
-
-
-def encode_cursor(nonce: str, offset: int) -> str:
-    """The control channel's cursor token for ``(nonce, offset)``."""
-    raw = json.dumps({"n": nonce, "i": offset}, separators=(",", ":")).encode("utf-8")
-    return base64.urlsafe_b64encode(raw).decode("ascii")
-
-
-def decode_cursor(token: str | None) -> tuple[str | None, int]:
-    """``(nonce, offset)`` of a cursor; a missing or garbled one means "from the start"."""
-    if not token:
-        return None, 0
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
-        return str(data["n"]), max(0, int(data["i"]))
-    except (ValueError, KeyError, TypeError):
-        return None, 0
 
 
 def attempt_nonce(uuid: str | None, sample_id: Any, epoch: int, attempts: int) -> str:
