@@ -526,9 +526,6 @@ class RepeatSpec:
     def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
         return RepeatState(rule, watch, self)
 
-    def normalise_key(self, text: str) -> str:
-        return normalise_text(text, self.normalise)
-
 
 def normalise_text(text: str, steps: tuple[str, ...]) -> str:
     """Apply repeat-key normalisers in order (see ``NORMALISERS``)."""

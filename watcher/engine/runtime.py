@@ -118,6 +118,8 @@ class Engine:
         for r in self.rules:
             extra = [s for s in supp if _applies(s, r)]
             self.exceptions[r.id] = tuple(r.exceptions) + tuple(extra)
+        # one test per rule: does any of its exceptions cover this event (or row)?
+        self.excepted = {rid: _excepted(specs) for rid, specs in self.exceptions.items()}
         self.by_type: dict[str, list[Rule]] = {}
         self.any_type: list[Rule] = []
         # rules that read the same event types share one population counter (the
@@ -163,8 +165,7 @@ class Engine:
             rules.sort(key=lambda r: self.order[r.id])
             pops = tuple(i for key, i in self.populations.items()
                          if key is None or etype in key)
-            hit = (pops, [(r.predicate, _excepted(self.exceptions[r.id]), self.order[r.id])
-                          for r in rules])
+            hit = (pops, [(r.predicate, self.excepted[r.id], self.order[r.id]) for r in rules])
             self._table[etype] = hit
         return hit
 
@@ -211,8 +212,8 @@ class SampleWatch:
 
     def suppressed(self, view: dict[str, Any], rule: Rule) -> bool:
         """Whether a rule exception or run suppression covers this event or row."""
-        sv = self.sample_view
-        return any(x.matches(view, sv) for x in self.engine.exceptions.get(rule.id, ()))
+        excepted = self.engine.excepted.get(rule.id)
+        return excepted is not None and excepted(view, self.sample_view)
 
     def feed(self, event: Event) -> list[Finding]:
         """Process one completed event; pending events are ignored (they will come again)."""

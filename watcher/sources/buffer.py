@@ -135,7 +135,7 @@ class _View:
     def add(self, uuid: str, data: str) -> None:
         if uuid not in self.data:
             self.uuids.append(uuid)
-            if '"event": "sample_init"' in data[:600] or '"event":"sample_init"' in data[:600]:
+            if _event_type(data) == "sample_init":
                 self.inits += 1
                 if self.inits > 1:  # a new attempt started under the same sample key
                     self.broken = True
