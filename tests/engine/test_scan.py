@@ -118,6 +118,17 @@ def test_lone_surrogates_fall_back_to_re() -> None:
     assert scanner.hits("a\ud800b") is None
 
 
+def _rules_on_answer_key_read() -> set[str]:
+    """Rules of the built-in pack that fire on one call reading an expected-output file."""
+    engine = Engine(load_rules(builtin=True, user_dir=False))
+    watch = engine.open_sample(SampleRef(task="t", task_id="t", eval_id="e", model="m",
+                                         sample_id="1", epoch=1, attempt=1))
+    event = normalise({"event": "tool", "uuid": "u1", "timestamp": 1.0, "function": "bash",
+                       "arguments": {"cmd": "cat /srv/expected_output.json"},
+                       "result": "42", "error": None})
+    return {f.rule for f in watch.feed(event)}
+
+
 def test_a_scan_that_gives_up_hands_over_to_re() -> None:
     """RE2 answers "no match" and "the DFA ran out of memory" with the same empty
     list; the always-matching sentinel tells them apart, so a failed scan is never
@@ -143,13 +154,7 @@ def test_rules_still_match_when_every_scan_gives_up(monkeypatch: pytest.MonkeyPa
         self.match = lambda data: []
 
     monkeypatch.setattr(scan._Set, "__init__", failing)
-    engine = Engine(load_rules(builtin=True, user_dir=False))
-    watch = engine.open_sample(SampleRef(task="t", task_id="t", eval_id="e", model="m",
-                                         sample_id="1", epoch=1, attempt=1))
-    event = normalise({"event": "tool", "uuid": "u1", "timestamp": 1.0, "function": "bash",
-                       "arguments": {"cmd": "cat /srv/expected_output.json"},
-                       "result": "42", "error": None})
-    assert "shortcut-read-answer-key" in {f.rule for f in watch.feed(event)}
+    assert "shortcut-read-answer-key" in _rules_on_answer_key_read()
 
 
 def test_rules_share_one_scan_per_prepared_text(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,14 +167,7 @@ def test_rules_share_one_scan_per_prepared_text(monkeypatch: pytest.MonkeyPatch)
         return real(self, text)
 
     monkeypatch.setattr(Scanner, "hits", counting)
-    engine = Engine(load_rules(builtin=True, user_dir=False))
-    watch = engine.open_sample(SampleRef(task="t", task_id="t", eval_id="e", model="m",
-                                         sample_id="1", epoch=1, attempt=1))
-    event = normalise({"event": "tool", "uuid": "u1", "timestamp": 1.0, "function": "bash",
-                       "arguments": {"cmd": "cat /srv/expected_output.json"},
-                       "result": "42", "error": None})
-    found = watch.feed(event)
-    assert "shortcut-read-answer-key" in {f.rule for f in found}
+    assert "shortcut-read-answer-key" in _rules_on_answer_key_read()
     assert len(calls) == len(set(calls))  # each prepared text scanned once
     assert 0 < len(calls) <= 3
 
