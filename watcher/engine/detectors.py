@@ -114,14 +114,13 @@ def _excerpt_parts(e: Event) -> tuple[str, bool]:
     t = e.get("type")
     if t == "tool":
         args = e.get("arguments")
-        if isinstance(args, str) and len(args) > 4 * EXCERPT_WIDTH:
+        args = args if isinstance(args, str) else ""
+        if len(args) > 4 * EXCERPT_WIDTH:
             # only the head is shown: format that much (the same text when it is cut)
             head = " ".join(f"{e.get('function')}({args[: 4 * EXCERPT_WIDTH]}".split())
             if len(head) > EXCERPT_WIDTH:
                 return head[: EXCERPT_WIDTH - 1], True
-    if t == "tool":
-        args = e.get("arguments")
-        text = f"{e.get('function')}({args if isinstance(args, str) else ''})"
+        text = f"{e.get('function')}({args})"
     elif t == "model":
         text = e.get("completion") or f"[model turn, stop_reason={e.get('stop_reason')}]"
     elif t == "error":

@@ -242,7 +242,7 @@ class _Set:
             rset = None
             always = set(range(len(patterns)))
         self.match = rset._set.Match if rset is not None else None
-        self.ids = [ids.get(k, -1) for k in range(max([*ids, self.sentinel]) + 1)]
+        self.ids = [ids.get(k, -1) for k in range(max(ids, default=-1) + 1)]
         self.always = frozenset(always)
 
     def hits(self, data: bytes) -> frozenset[int] | None:
