@@ -174,7 +174,6 @@ class SampleBufferReader:
         self._tailed_at = clock()
         # samples with rows added since pop_moved() last asked (tracked or not)
         self._moved: set[tuple[str, int]] = set()
-        self.reads = 0
 
     def pop_moved(self) -> set[tuple[str, int]]:
         """Samples whose transcripts grew since the last call (reads the new rows)."""
@@ -297,7 +296,6 @@ class SampleBufferReader:
             start = offset - view.base
             blobs = [view.data[u] for u in view.uuids[start:start + limit]]
             attach = self._attachments(key, blobs)
-            self.reads += 1
         out: list[dict[str, Any]] = []
         for blob in blobs:
             event = _loads(blob)
@@ -332,17 +330,15 @@ class BufferedSource:
         self.inner = inner
         self.name = getattr(inner, "name", "http")
         self.parallel_reads = getattr(inner, "parallel_reads", 4)
-        self.server = getattr(inner, "server", None)
         self._base = base
         self._readers: dict[str, SampleBufferReader | None] = {}
-        # (eval, sample, epoch) -> (nonce, newest buffer row) of the last page the
-        # control channel served: the attempt the buffer may continue
+        # (eval, sample, epoch) -> the last page the control channel served of it:
+        # the attempt the buffer may continue
         self._vouched: dict[tuple[str, str, int], Vouch] = {}
         self._missing: dict[str, float] = {}  # eval id -> when no buffer was found
         self._lock = threading.Lock()
         self.notices: list[str] = []
         self.buffer_reads = 0
-        self.inner_reads = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -437,7 +433,6 @@ class BufferedSource:
             except sqlite3.Error as exc:
                 self._drop(task, exc)
                 reader = None
-        self.inner_reads += 1
         page: EventPage = self.inner.events(task, sample_id, epoch, since=since, types=types,
                                             tier=tier, limit=limit)
         served, end = decode_cursor(page.next)
