@@ -10,7 +10,7 @@ serialisation (schema version :data:`SCHEMA`), documented in docs/findings.md.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 SCHEMA = 1
@@ -42,11 +42,19 @@ class SampleRef:
     log_location: str | None = None
     pid: int | None = None
 
+    def as_dict(self) -> dict[str, Any]:
+        """Its fields as a plain dict (``dataclasses.asdict`` deep-copies, slowly: every
+        sample a watch opens builds one)."""
+        return {name: getattr(self, name) for name in _REF_FIELDS}
+
     @property
     def key(self) -> tuple[str, str, int]:
         """Identity of the sample across attempts."""
         return (self.eval_id, self.sample_id, self.epoch)
 
+
+
+_REF_FIELDS = tuple(f.name for f in fields(SampleRef))
 
 @dataclass(frozen=True)
 class Evidence:
@@ -173,5 +181,5 @@ class Notice:
                                "message": self.message, "at": self.at,
                                "details": dict(self.details)}
         if self.sample is not None:
-            out["sample"] = asdict(self.sample)
+            out["sample"] = self.sample.as_dict()
         return out

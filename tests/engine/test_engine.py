@@ -241,3 +241,50 @@ def test_require_gates_episodes_on_facts(tmp_path: Path) -> None:
     others = [tool(arguments=f"x{i}") for i in range(8)]
     late = run(rules, varied + others + [tool(arguments="ls", result="z")] * 3)
     assert [f.status for f in late] == ["open", "ended"] and late[0].episode == 2
+
+
+WINDOWED = """
+id: win
+title: windowed repeat of one tool
+category: repeated_tool_call
+severity: info
+events: [tool]
+needs: content
+type: tool
+where: "function == 'a'"
+detect:
+  repeat: {key: function, count: 2, window: {events: 2}}
+confidence: low
+---
+id: turns
+title: any model turn (a second population, counting model and tool events)
+category: other
+severity: info
+events: [model, tool]
+needs: metadata
+type: model
+detect:
+  match: {}
+confidence: low
+"""
+
+
+def test_states_are_created_by_a_rules_first_match(tmp_path: Path) -> None:
+    """A rule's state starts at its first matching event (opening a sample is cheap);
+    its windows still count the events it missed before, and clock-driven rules have
+    theirs from the start."""
+    watch = Engine(load_rules()).open_sample(REF)
+    idle = {r.id for r in watch.engine.rules if not r.reads_events}
+    assert set(watch.states) == idle
+    watch.feed(materialise(0, model("thinking", stop_reason="tool_calls")))
+    watch.feed(materialise(1, tool(arguments="ls")))
+    made = set(watch.states) - idle
+    assert made and made < {r.id for r in watch.engine.rules if r.reads_events}
+    assert "shortcut-read-answer-key" not in made and "repeated-tool-call" in made
+
+    rules = load_text(tmp_path, WINDOWED)
+    spaced = run(rules, [tool("x"), tool("x"), tool("a"), model(), tool("x"), tool("a")])
+    # the second call comes two tool events later: outside the window
+    assert [f for f in spaced if f.rule == "win"] == []
+    paired = run(rules, [model(), tool("x"), tool("a"), model(), tool("a")])
+    assert [f.count for f in paired if f.rule == "win"] == [2, 2]

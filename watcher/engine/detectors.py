@@ -14,6 +14,7 @@ import statistics
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import fuzz, process
@@ -522,6 +523,18 @@ class RepeatSpec:
     def min_count(self) -> int:
         return self.count
 
+    @cached_property
+    def cache_keys(self) -> tuple[Any, tuple[tuple[int, Any], ...], tuple[Any, ...]]:
+        """Per-event cache keys of this key: normalised fully; after each shorter
+        prefix of the normalisers (longest first, with how many steps it holds); after
+        each step (the cache key of ``normalise[:k + 1]``)."""
+        src, steps = self.key.source, self.normalise
+        full = ("repeat-key", src, steps)
+        prefixes = tuple((k, ("repeat-key", src, steps[:k]))
+                         for k in range(len(steps) - 1, -1, -1))
+        return full, prefixes, tuple(("repeat-key", src, steps[:k + 1])
+                                     for k in range(len(steps)))
+
     def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
         return RepeatState(rule, watch, self)
 
@@ -586,35 +599,34 @@ class RepeatState(RuleState):
         self.recent_entries: deque[_Entry] | None = (
             deque(maxlen=self.recent.maxlen) if spec.cycles else None)
         self.raw_now = ""  # the current event's raw key: a finding shows the latest one
-        self.cache_key = ("repeat-key", spec.key.source, spec.normalise)
-        # cache keys of the same key with a prefix of these normalisers, longest first
-        self.prefix_keys = tuple((k, ("repeat-key", spec.key.source, spec.normalise[:k]))
-                                 for k in range(len(spec.normalise) - 1, -1, -1))
+        self.cache_key, self.prefix_keys, self.step_keys = spec.cache_keys
         self.result_cache_key = ("result-key", spec.result_key.source if spec.result_key else "")
 
     def _read_key(self, e: Event, cache: dict[Any, Any]) -> tuple[str, int, str]:
         """``(raw key, its hash, normalised key)``, cached for the current event.
 
-        Another rule on the same key with fewer normalisers (``[whitespace]`` before
-        ``[whitespace, case]``) has done part of the work: start from its result.
+        Every step is cached under its own prefix of normalisers, so another rule on
+        the same key (``[whitespace]`` beside ``[whitespace, case]``, in either order)
+        starts from the longest prefix already done.
         """
         steps = self.spec.normalise
+        keys = self.prefix_keys  # (steps done, cache key), longest prefix first
         done = 0
         got = None
-        for n, pkey in self.prefix_keys:
+        for n, pkey in keys:
             got = cache.get(pkey)
             if got is not None:
                 done = n
                 break
         if got is None:
             raw = key_text(self.spec.key.get(e))
-            rawh, norm = hash(raw), raw
-        else:
-            raw, rawh, norm = got
-        if done < len(steps):
-            norm = normalise_text(norm, steps[done:])
-        hit = cache[self.cache_key] = (raw, rawh, norm)
-        return hit
+            # the raw key is the prefix of no normalisers (or, with none, the key itself)
+            got = cache[keys[-1][1] if keys else self.cache_key] = (raw, hash(raw), raw)
+        raw, rawh, norm = got
+        for k in range(done, len(steps)):
+            norm = normalise_text(norm, steps[k:k + 1])
+            got = cache[self.step_keys[k]] = (raw, rawh, norm)
+        return got
 
     def _same(self, a: str, b: str) -> bool:
         if a == b:

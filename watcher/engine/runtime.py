@@ -13,7 +13,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from watcher.engine.detectors import RuleState
@@ -196,19 +196,36 @@ class SampleWatch:
 
     def _setup(self, ref: SampleRef) -> None:
         self.ref = ref
-        self.sample_view: dict[str, Any] = asdict(ref)
+        self.sample_view: dict[str, Any] = ref.as_dict()
         eng = self.engine
-        self.states: dict[str, RuleState] = {
-            r.id: r.detector.new_state(r, self) for r in eng.rules
-        }
-        for rid, i in eng.population_of.items():
-            self.states[rid].pop_i = i
+        # in load order (Engine.order). An event rule's state is created by the first
+        # event it matches: a fresh state is unarmed, so until then a miss could not
+        # change it, and most rules never match most samples (opening a sample with
+        # every state built cost more than its first fifty events)
+        self.state_list: list[RuleState | None] = [
+            None if r.reads_events else r.detector.new_state(r, self) for r in eng.rules]
         # events of each population seen so far (see Engine.populations)
         self.pop: list[int] = [0] * len(eng.populations)
-        self.state_list = list(self.states.values())  # in load order: Engine.order
-        self.idle = [s for s in self.states.values() if s.rule.detect_kind == "idle"]
+        self.idle = [s for s in self.state_list
+                     if s is not None and s.rule.detect_kind == "idle"]
         self.last_ts = 0.0
         self.finalized = False
+
+    def _state(self, i: int) -> RuleState:
+        """Rule ``i``'s state, created on first use."""
+        s = self.state_list[i]
+        if s is None:
+            r = self.engine.rules[i]
+            s = self.state_list[i] = r.detector.new_state(r, self)
+            pop_i = self.engine.population_of.get(r.id)
+            if pop_i is not None:
+                s.pop_i = pop_i
+        return s
+
+    @property
+    def states(self) -> dict[str, RuleState]:
+        """The states created so far, by rule id (in load order)."""
+        return {s.rule.id: s for s in self.state_list if s is not None}
 
     def suppressed(self, view: dict[str, Any], rule: Rule) -> bool:
         """Whether a rule exception or run suppression covers this event or row."""
@@ -249,11 +266,16 @@ class SampleWatch:
             if matched:
                 if excepted is not None and excepted(event, sv):
                     matched = False
-                    if not states[i].armed():
+                    s = states[i]
+                    if s is None or not s.armed():
                         continue
-            elif not states[i].armed():  # a miss changes nothing (the common case)
-                continue
-            found = states[i].feed(event, ts, matched)
+                else:
+                    s = states[i] or self._state(i)
+            else:
+                s = states[i]
+                if s is None or not s.armed():  # a miss changes nothing (the common case)
+                    continue
+            found = s.feed(event, ts, matched)
             if found:
                 out += found
         return out
@@ -261,7 +283,9 @@ class SampleWatch:
     def tick(self, now: float, status: SampleStatus) -> list[Finding]:
         """Clock-driven checks: idle rules, and time windows that closed without events."""
         out: list[Finding] = []
-        for s in self.states.values():
+        for s in self.state_list:
+            if s is None:
+                continue
             if s.rule.detect_kind == "idle":
                 out += s.tick(now, status)
             elif s.rule.reads_events:
@@ -280,8 +304,8 @@ class SampleWatch:
             row = raw
         when = now if now is not None else (self.last_ts or time.time())
         out: list[Finding] = []
-        for s in self.states.values():
-            if s.rule.detect_kind == "sample":
+        for s in self.state_list:
+            if s is not None and s.rule.detect_kind == "sample":
                 out += s.row(row, context, when)
         return out
 
@@ -292,8 +316,9 @@ class SampleWatch:
         self.finalized = True
         when = now if now is not None else self.last_ts
         out: list[Finding] = []
-        for s in self.states.values():
-            out += s.finalize(when)
+        for s in self.state_list:
+            if s is not None:
+                out += s.finalize(when)
         return out
 
     def reset_attempt(self, new_ref: SampleRef) -> list[Finding]:
