@@ -220,3 +220,17 @@ def test_long_tool_excerpt_formats_only_its_head(args: str, function: str) -> No
 
     e = {"type": "tool", "function": function, "arguments": args}
     assert _excerpt_parts(e) == _excerpt_reference(e)
+
+
+# texts around the prefix cut: runs of spaces and digits (which normalising shortens),
+# decimals, a final sigma (lower-cased by what follows it) and dotted capitals
+_NEAR_ALPHABET = st.sampled_from(["a", "B", " ", "  \t", "\n", "7", "12", ".", "3.5", "Σ",
+                                  "İ", "x" * 40, " " * 300, "9" * 120])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_NEAR_ALPHABET, max_size=400).map("".join))
+def test_near_text_from_a_prefix_equals_the_whole_text(text: str) -> None:
+    from watcher.engine.detectors import NEAR_CHARS, _near_norm, _near_text
+
+    assert _near_text(text) == _near_norm(text)[:NEAR_CHARS]

@@ -934,9 +934,28 @@ class ThresholdSpec:
 _NEAR = 90.0  # rapidfuzz ratio above which two texts count as near-identical
 
 
+NEAR_CHARS = 500  # texts are grouped by their first 500 normalised characters
+
+
 def _near_text(value: Any) -> str:
-    text = _NUM.sub("#", _WSRX.sub(" ", key_text(value)).strip().lower())
-    return text[:500]
+    """The first ``NEAR_CHARS`` characters of the text, spaces collapsed, lower-cased,
+    numbers as ``#``.
+
+    Normalising only ever shortens text, and each character's result depends on its
+    neighbours alone, so a long text is normalised from a prefix: when that gives
+    comfortably more than ``NEAR_CHARS`` characters, its head is the full text's head
+    (a long completion costs the same as a short one).
+    """
+    text = key_text(value)
+    if len(text) > 4 * NEAR_CHARS:
+        head = _near_norm(text[: 4 * NEAR_CHARS])
+        if len(head) > NEAR_CHARS + 16:
+            return head[:NEAR_CHARS]
+    return _near_norm(text)[:NEAR_CHARS]
+
+
+def _near_norm(text: str) -> str:
+    return _NUM.sub("#", _WSRX.sub(" ", text).strip().lower())
 
 
 class ThresholdState(RuleState):
