@@ -234,3 +234,24 @@ def test_near_text_from_a_prefix_equals_the_whole_text(text: str) -> None:
     from watcher.engine.detectors import NEAR_CHARS, _near_norm, _near_text
 
     assert _near_text(text) == _near_norm(text)[:NEAR_CHARS]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40), st.lists(st.text(alphabet="ab\x00", max_size=6), max_size=120))
+def test_unseen_keeps_exactly_the_last_texts(keep: int, texts: list[str]) -> None:
+    """Texts joined in batches search the same string as joining each one as it comes."""
+    from types import SimpleNamespace
+
+    from watcher.engine.detectors import UnseenState
+
+    state = UnseenState.__new__(UnseenState)
+    state.spec = SimpleNamespace(keep=keep)  # type: ignore[assignment]
+    state.blob, state.lens, state.fresh = "", [], []
+    for i, text in enumerate(texts):
+        state.remember(text)
+        assert len(state.fresh) < max(keep, 1) + 1  # waiting texts stay bounded by keep
+        if i % 7 == 0:  # a check (a submission) joins what is waiting
+            state._merge()
+            kept = [t.replace("\x00", "") for t in texts[: i + 1]][-keep:]
+            assert state.blob == "\x00".join(kept)
+            assert state.lens == [len(t) for t in kept]

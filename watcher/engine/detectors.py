@@ -1514,16 +1514,32 @@ class UnseenState(EpisodicState):
         super().__init__(rule, watch, spec.gap)
         self.spec = spec
         # the last ``keep`` texts, joined by NUL (which no searched value contains, so a
-        # match cannot span two texts): one string instead of one object per text
+        # match cannot span two texts): one string instead of one object per text.
+        # New texts wait in ``fresh`` and are joined in batches: rebuilding the string
+        # for every output copied all of it each time
         self.blob = ""
         self.lens: list[int] = []
+        self.fresh: list[str] = []
+
+    FRESH_BATCH = 16
 
     def remember(self, text: str) -> None:
-        text = text.replace("\x00", "")
-        if len(self.lens) >= self.spec.keep:
-            self.blob = self.blob[self.lens.pop(0) + 1:]
-        self.blob = f"{self.blob}\x00{text}" if self.lens else text
-        self.lens.append(len(text))
+        self.fresh.append(text.replace("\x00", ""))
+        if len(self.fresh) >= min(self.FRESH_BATCH, self.spec.keep):
+            self._merge()
+
+    def _merge(self) -> None:
+        """Join the waiting texts onto the blob and keep only the last ``keep``."""
+        fresh = self.fresh
+        if not fresh:
+            return
+        lens = self.lens + [len(t) for t in fresh]
+        blob = "\x00".join(([self.blob] if self.lens else []) + fresh)
+        drop = len(lens) - self.spec.keep
+        if drop > 0:
+            blob = blob[sum(lens[:drop]) + drop:]  # each dropped text and its separator
+            del lens[:drop]
+        self.blob, self.lens, self.fresh = blob, lens, []
 
     def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
         if not matched:
@@ -1533,6 +1549,7 @@ class UnseenState(EpisodicState):
             raw = spec.value.get(e)
             text = " ".join(key_text(raw).split()).lower() if raw is not None else ""
             text = text.replace("\x00", "")
+            self._merge()
             if len(text) >= spec.min_length and text not in self.blob:
                 return self.hit(e, ts, {"value": _short(text, 80),
                                         "searched": len(self.lens)})
