@@ -15,7 +15,7 @@ from watcher.engine.yamlsrc import Doc
 
 EXPRS = [
     "a", "a.b", "[a, b]", "a == 'x'", "a != `1`", "a && b", "a || b", "!a",
-    "a >= `3`", "a < b", "a > 'm'", "a == `true`", "a.b == `null`", "`1`", "@",
+    "a >= `3`", "a < b", "a > 'm'", "a == `true`", "a.b == `null`", "`1`", "@", "a.[b, b]",
 ]
 values = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-5, 5),
                    st.sampled_from(["", "x", "m", "z"]), st.just([]), st.just({}))
@@ -43,6 +43,12 @@ def test_fast_getter_agrees_with_jmespath(doc: dict, expr: str) -> None:
     except TypeError:  # jmespath raises on e.g. 1 < 'x'; we answer null
         want = None
     assert cp.get(doc) == want
+
+
+@pytest.mark.parametrize("root", [None, 3, "x", [1], {"a": 1}, {}])
+def test_fast_field_list_agrees_with_jmespath_on_any_root(root: object) -> None:
+    cp = compile_path("[a, b]", ctx([]), ())
+    assert cp is not None and cp.get(root) == jmespath.search("[a, b]", root)
 
 
 @pytest.mark.parametrize("pattern", [

@@ -169,17 +169,16 @@ def _fast(ast: dict[str, Any]) -> Getter | None:
         parts = [_fast(k) for k in kids]
         if any(p is None for p in parts):
             return None
-        fns = tuple(parts)
         if all(k["type"] == "field" for k in kids):  # e.g. [function, arguments] (hot path)
             names = tuple(k["value"] for k in kids)
-            nones = [None] * len(names)
 
             def fields_of(d: Any) -> Any:
-                if d.__class__ is dict or isinstance(d, dict):
+                if isinstance(d, dict):
                     return list(map(d.get, names))
-                return None if d is None else list(nones)
+                return None if d is None else [None] * len(names)
 
             return fields_of
+        fns = tuple(parts)
         return lambda d: None if d is None else [f(d) for f in fns]  # type: ignore[misc]
     if kind == "comparator" and ast["value"] in ("eq", "ne"):
         left, right = _fast(kids[0]), _fast(kids[1])

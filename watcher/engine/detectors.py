@@ -949,6 +949,8 @@ def _near_text(value: Any) -> str:
     text = key_text(value)
     if len(text) > 4 * NEAR_CHARS:
         head = _near_norm(text[: 4 * NEAR_CHARS])
+        # only the last few characters of a prefix's result can differ from the whole
+        # text's (a number or a run of spaces cut in two, a final sigma)
         if len(head) > NEAR_CHARS + 16:
             return head[:NEAR_CHARS]
     return _near_norm(text)[:NEAR_CHARS]
