@@ -60,6 +60,24 @@ def run_eval(work: Path, task_file: Path, samples: int, tool_delay: float,
 MAX_RSS: dict[int, float] = {}  # pid -> peak resident memory, MB
 
 
+def sample_peak(pid: int, peaks: dict[int, float], stop: threading.Event) -> None:
+    """Record ``pid``'s own peak resident memory (``VmHWM``, MB) until it exits.
+
+    ``ru_maxrss`` of an exec'd child also counts the memory image it was forked from
+    (this benchmark process, which grows once it has read a log), so it is kept only
+    as a fallback.
+    """
+    status = Path(f"/proc/{pid}/status")
+    while not stop.is_set():
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peaks[pid] = max(peaks.get(pid, 0.0), int(line.split()[1]) / 1024)
+        except (OSError, ValueError):
+            return
+        stop.wait(0.2)
+
+
 def reap(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
     """Wait for ``proc``; (exit status, its user+system CPU seconds)."""
     _, status, ru = os.wait4(proc.pid, 0)
@@ -176,6 +194,10 @@ def main() -> None:
                                    env=env, stdout=subprocess.DEVNULL,
                                    stderr=(work / f"watch{i}.err").open("wb"),
                                    stdin=subprocess.DEVNULL)
+        peaks: dict[int, float] = {}
+        sampler = threading.Thread(target=sample_peak, args=(watcher.pid, peaks, stop),
+                                   daemon=True)
+        sampler.start()
         code, eval_cpu = reap(proc)
         wall = time.perf_counter() - t0
         wcode, watch_cpu = reap(watcher)
@@ -186,7 +208,7 @@ def main() -> None:
         print(f"B{i}  eval watched: exit {code}, wall {wall:.1f}s, eval cpu {eval_cpu:.1f}s")
         print(f"    watcher: exit {wcode}, wall {watch_wall:.1f}s, cpu {watch_cpu:.1f}s "
               f"= {100 * watch_cpu / watch_wall:.1f}% of one core (cpus: {os.cpu_count()}), "
-              f"peak memory {MAX_RSS[watcher.pid]:.0f} MB")
+              f"peak memory {peaks.get(watcher.pid, MAX_RSS[watcher.pid]):.0f} MB")
         seen.update({f"{i}:{k}": v for k, v in found.items()})
         completed.update(completion_times(work / f"logs-{name}"))
         return wall
