@@ -524,16 +524,11 @@ class RepeatSpec:
         return self.count
 
     @cached_property
-    def cache_keys(self) -> tuple[Any, tuple[tuple[int, Any], ...], tuple[Any, ...]]:
-        """Per-event cache keys of this key: normalised fully; after each shorter
-        prefix of the normalisers (longest first, with how many steps it holds); after
-        each step (the cache key of ``normalise[:k + 1]``)."""
+    def step_keys(self) -> tuple[Any, ...]:
+        """Per-event cache keys of this key after ``k`` normalisers, for ``k`` from 0 (the
+        raw key) to all of them (the last one is the rule's own key)."""
         src, steps = self.key.source, self.normalise
-        full = ("repeat-key", src, steps)
-        prefixes = tuple((k, ("repeat-key", src, steps[:k]))
-                         for k in range(len(steps) - 1, -1, -1))
-        return full, prefixes, tuple(("repeat-key", src, steps[:k + 1])
-                                     for k in range(len(steps)))
+        return tuple(("repeat-key", src, steps[:k]) for k in range(len(steps) + 1))
 
     def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
         return RepeatState(rule, watch, self)
@@ -599,7 +594,8 @@ class RepeatState(RuleState):
         self.recent_entries: deque[_Entry] | None = (
             deque(maxlen=self.recent.maxlen) if spec.cycles else None)
         self.raw_now = ""  # the current event's raw key: a finding shows the latest one
-        self.cache_key, self.prefix_keys, self.step_keys = spec.cache_keys
+        self.step_keys = spec.step_keys
+        self.cache_key = spec.step_keys[-1]
         self.result_cache_key = ("result-key", spec.result_key.source if spec.result_key else "")
 
     def _read_key(self, e: Event, cache: dict[Any, Any]) -> tuple[str, int, str]:
@@ -610,22 +606,22 @@ class RepeatState(RuleState):
         starts from the longest prefix already done.
         """
         steps = self.spec.normalise
-        keys = self.prefix_keys  # (steps done, cache key), longest prefix first
-        done = 0
+        keys = self.step_keys  # keys[k]: after the first k normalisers
+        done = len(steps) - 1
         got = None
-        for n, pkey in keys:
-            got = cache.get(pkey)
+        while done >= 0:  # the longest prefix another rule has done (not all: a miss)
+            got = cache.get(keys[done])
             if got is not None:
-                done = n
                 break
+            done -= 1
         if got is None:
             raw = key_text(self.spec.key.get(e))
-            # the raw key is the prefix of no normalisers (or, with none, the key itself)
-            got = cache[keys[-1][1] if keys else self.cache_key] = (raw, hash(raw), raw)
+            got = cache[keys[0]] = (raw, hash(raw), raw)
+            done = 0
         raw, rawh, norm = got
         for k in range(done, len(steps)):
             norm = normalise_text(norm, steps[k:k + 1])
-            got = cache[self.step_keys[k]] = (raw, rawh, norm)
+            got = cache[keys[k + 1]] = (raw, rawh, norm)
         return got
 
     def _same(self, a: str, b: str) -> bool:

@@ -263,14 +263,10 @@ class SampleWatch:
         states = self.state_list
         for pred, excepted, i in targets:
             matched = True if pred is None else pred(event)
+            if matched and excepted is not None and excepted(event, sv):
+                matched = False  # excepted: a miss, to a state that is waiting for one
             if matched:
-                if excepted is not None and excepted(event, sv):
-                    matched = False
-                    s = states[i]
-                    if s is None or not s.armed():
-                        continue
-                else:
-                    s = states[i] or self._state(i)
+                s = states[i] or self._state(i)
             else:
                 s = states[i]
                 if s is None or not s.armed():  # a miss changes nothing (the common case)
