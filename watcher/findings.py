@@ -53,8 +53,8 @@ class SampleRef:
         return (self.eval_id, self.sample_id, self.epoch)
 
 
-
 _REF_FIELDS = tuple(f.name for f in fields(SampleRef))
+
 
 @dataclass(frozen=True)
 class Evidence:

@@ -169,8 +169,7 @@ class SampleBufferReader:
         self._lock = threading.Lock()
         self._clock = clock
         self._views: dict[tuple[str, int], _View] = {}
-        row = self._conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
-        self._last_id = int(row[0])
+        self._last_id = self._newest()
         self._tailed_at = clock()
         # samples with rows added since pop_moved() last asked (tracked or not)
         self._moved: set[tuple[str, int]] = set()
@@ -184,7 +183,11 @@ class SampleBufferReader:
         return moved
 
     def close(self) -> None:
-        self._conn.close()
+        """Close the connection; an error closing it changes nothing for the watch."""
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
 
     def forget(self, sample_id: str, epoch: int) -> None:
         """Drop a finished sample's view (the control channel served its end)."""
@@ -212,7 +215,10 @@ class SampleBufferReader:
     def max_id(self) -> int:
         """The newest row id now (a read vouched for by the control channel records it)."""
         with self._lock:
-            row = self._conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
+            return self._newest()
+
+    def _newest(self) -> int:
+        row = self._conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
         return int(row[0])
 
     def _load(self, key: tuple[str, int], nonce: str, mark: int) -> _View | None:
@@ -398,10 +404,7 @@ class BufferedSource:
         if reader is not None:
             self.notices.append(f"sample buffer {reader.path.name}: {exc}; reading events "
                                 "over the control channel from here on")
-            try:
-                reader.close()
-            except sqlite3.Error:
-                pass
+            reader.close()
 
     def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
                types: frozenset[str] | None, tier: Tier, limit: int = 500) -> EventPage:
@@ -451,8 +454,5 @@ class BufferedSource:
             readers = [r for r in self._readers.values() if r is not None]
             self._readers.clear()
         for r in readers:
-            try:
-                r.close()
-            except sqlite3.Error:
-                pass
+            r.close()
         self.inner.close()
