@@ -181,38 +181,44 @@ def _fast(ast: dict[str, Any]) -> Getter | None:
         fns = tuple(parts)
         return lambda d: None if d is None else [f(d) for f in fns]  # type: ignore[misc]
     if kind == "comparator" and ast["value"] in ("eq", "ne"):
-        left, right = _fast(kids[0]), _fast(kids[1])
-        if left is None or right is None:
+        lf, rf = _fast(kids[0]), _fast(kids[1])
+        if lf is None or rf is None:
             return None
+        left: Callable[[Any], Any] = lf
+        right: Callable[[Any], Any] = rf
         if ast["value"] == "eq":
             return lambda d: _jp_equals(left(d), right(d))
         return lambda d: not _jp_equals(left(d), right(d))
     if kind == "comparator" and ast["value"] in _ORDER:
-        left, right = _fast(kids[0]), _fast(kids[1])
-        if left is None or right is None:
+        lf2, rf2 = _fast(kids[0]), _fast(kids[1])
+        if lf2 is None or rf2 is None:
             return None
+        left2: Callable[[Any], Any] = lf2
+        right2: Callable[[Any], Any] = rf2
         op = _ORDER[ast["value"]]
 
         def order(d: Any) -> Any:
-            a, b = left(d), right(d)
+            a, b = left2(d), right2(d)
             if _is_num(a) and _is_num(b) or (isinstance(a, str) and isinstance(b, str)):
                 return op(a, b)
             return None
 
         return order
     if kind in ("and_expression", "or_expression"):
-        left, right = _fast(kids[0]), _fast(kids[1])
-        if left is None or right is None:
+        lf3, rf3 = _fast(kids[0]), _fast(kids[1])
+        if lf3 is None or rf3 is None:
             return None
+        left3: Callable[[Any], Any] = lf3
+        right3: Callable[[Any], Any] = rf3
         if kind == "and_expression":
             def and_(d: Any) -> Any:
-                v = left(d)
-                return right(d) if truthy(v) else v
+                v = left3(d)
+                return right3(d) if truthy(v) else v
             return and_
 
         def or_(d: Any) -> Any:
-            v = left(d)
-            return v if truthy(v) else right(d)
+            v = left3(d)
+            return v if truthy(v) else right3(d)
         return or_
     if kind == "not_expression":
         inner = _fast(kids[0])

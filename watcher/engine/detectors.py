@@ -350,13 +350,15 @@ class RuleState:
 # --------------------------------------------------------------------------- match
 
 
+MATCH_FACTS: frozenset[str] = COMMON_FACTS
+
+
 @dataclass
 class MatchSpec:
     """Every matching event is a finding, folded into one episode per gap."""
 
     gap: Window | None = None
     kind: str = "match"
-    FACTS = COMMON_FACTS
 
     @classmethod
     def parse(cls, value: Any, ctx: Ctx, path: Path_, pc: PredicateCompiler) -> MatchSpec | None:
@@ -438,6 +440,12 @@ _WSRX = re.compile(r"\s+")
 NORMALISERS = ("whitespace", "case", "numbers", "paths")
 
 
+REPEAT_FACTS: frozenset[str] = COMMON_FACTS | {
+    "exact", "similarity", "results_identical", "results_changed", "distinct_results",
+    "period", "cycle", "repetitions", "key",
+}
+
+
 @dataclass
 class RepeatSpec:
     """N matching events with the same (or similar) key within a window; also cycles."""
@@ -451,10 +459,6 @@ class RepeatSpec:
     cycles: tuple[int, int] | None = None  # (max_period, min_repeats)
     consecutive: bool = False
     kind: str = "repeat"
-    FACTS = COMMON_FACTS | {
-        "exact", "similarity", "results_identical", "results_changed", "distinct_results",
-        "period", "cycle", "repetitions", "key",
-    }
 
     @classmethod
     def parse(cls, value: Any, ctx: Ctx, path: Path_, pc: PredicateCompiler) -> RepeatSpec | None:
@@ -624,7 +628,7 @@ class RepeatState(RuleState):
             got = cache[keys[k + 1]] = (raw, rawh, norm)
         return got
 
-    def _same(self, a: str, b: str) -> bool:
+    def _same(self, a: Any, b: Any) -> bool:
         if a == b:
             return True
         sim = self.spec.similarity
@@ -647,7 +651,7 @@ class RepeatState(RuleState):
             else:
                 counts[k] = n
 
-    def _count(self, nkey: str) -> int:
+    def _count(self, nkey: Any) -> int:
         """How many window keys are the same as ``nkey`` (or similar enough).
 
         Exact when the answer is at least ``count``; below it, any number below
@@ -669,7 +673,7 @@ class RepeatState(RuleState):
         return len(process.extract(nkey, keys, scorer=fuzz.ratio, score_cutoff=sim,
                                    limit=None))
 
-    def _find(self, nkey: str) -> Episode | None:
+    def _find(self, nkey: Any) -> Episode | None:
         ep = self.eps.get(nkey)
         if ep is None and self.spec.similarity is not None:
             ep = next((x for k, x in self.eps.items() if self._same(nkey, k)), None)
@@ -698,7 +702,7 @@ class RepeatState(RuleState):
         if hit is None:
             hit = self._read_key(e, cache)
         self.raw_now, rawh, norm = hit
-        nkey = hash(norm) if spec.similarity is None else norm[:FUZZY_KEY_CHARS]
+        nkey: Any = hash(norm) if spec.similarity is None else norm[:FUZZY_KEY_CHARS]
         result = None
         if spec.result_key is not None:
             result = cache.get(self.result_cache_key)
@@ -726,13 +730,13 @@ class RepeatState(RuleState):
             elif len(win) < spec.count:  # too few calls in the window to be similar enough
                 return out
             return self._try_open(entry, ts)
-        cyc = self.ep
-        if cyc is not None:
-            period = cyc.data["period"]
+        cur = self.ep
+        if cur is not None:
+            period = cur.data["period"]
             if len(self.recent) >= period and self._same(nkey, self.recent[-period]):
                 self._remember(entry)
-                self._grow(cyc, entry)
-                return self.update(cyc)
+                self._grow(cur, entry)
+                return self.update(cur)
             out += self.end(ts)
         target = self._find(nkey)
         if target is not None:
@@ -749,7 +753,7 @@ class RepeatState(RuleState):
     def armed(self) -> bool:
         return self.ep is not None or bool(self.eps)
 
-    def _end_plain(self, key: str, now: float) -> list[Finding]:
+    def _end_plain(self, key: Any, now: float) -> list[Finding]:
         return self.end(now, self.eps.pop(key))
 
     def finalize(self, now: float) -> list[Finding]:
@@ -819,7 +823,7 @@ class RepeatState(RuleState):
                 return p
         return 1
 
-    def _open_with(self, members: list[_Entry], nkey: str, ts: float,
+    def _open_with(self, members: list[_Entry], nkey: Any, ts: float,
                    period: int) -> list[Finding]:
         if period > 1:
             ep = self.open(members[0].ts)
@@ -882,6 +886,9 @@ def _short(text: str, width: int = EXCERPT_WIDTH) -> str:
 # --------------------------------------------------------------------------- threshold
 
 
+THRESHOLD_FACTS: frozenset[str] = COMMON_FACTS | {"window_count", "window", "near_identical"}
+
+
 @dataclass
 class ThresholdSpec:
     """At least ``count`` matching events in a sliding window (``reset`` clears it)."""
@@ -891,7 +898,6 @@ class ThresholdSpec:
     reset: Pred | None = None
     similarity_key: CompiledPath | None = None
     kind: str = "threshold"
-    FACTS = COMMON_FACTS | {"window_count", "window", "near_identical"}
 
     @classmethod
     def parse(cls, value: Any, ctx: Ctx, path: Path_,
@@ -1046,6 +1052,9 @@ class ThresholdState(RuleState):
 # --------------------------------------------------------------------------- sequence
 
 
+SEQUENCE_FACTS: frozenset[str] = COMMON_FACTS | {"steps"}
+
+
 @dataclass
 class SequenceSpec:
     """Ordered steps within a window, optionally with no ``unless`` event in between."""
@@ -1055,7 +1064,6 @@ class SequenceSpec:
     unless: Pred | None = None
     gap: Window | None = None
     kind: str = "sequence"
-    FACTS = COMMON_FACTS | {"steps"}
 
     @classmethod
     def parse(cls, value: Any, ctx: Ctx, path: Path_,
@@ -1143,6 +1151,9 @@ class SequenceState(EpisodicState):
 # --------------------------------------------------------------------------- absence
 
 
+ABSENCE_FACTS: frozenset[str] = COMMON_FACTS | {"waited_events", "waited_seconds", "at_end"}
+
+
 @dataclass
 class AbsenceSpec:
     """A trigger event not followed by an expected event within a window."""
@@ -1153,7 +1164,6 @@ class AbsenceSpec:
     at_end: bool = False
     gap: Window | None = None
     kind: str = "absence"
-    FACTS = COMMON_FACTS | {"waited_events", "waited_seconds", "at_end"}
 
     @classmethod
     def parse(cls, value: Any, ctx: Ctx, path: Path_,
@@ -1246,6 +1256,10 @@ class AbsenceState(EpisodicState):
 IDLE_KINDS = ("model", "tool", "sandbox", "none")
 
 
+IDLE_FACTS: frozenset[str] = COMMON_FACTS | {
+    "kind", "idle_seconds", "threshold_seconds", "function", "polls"}
+
+
 @dataclass
 class IdleSpec:
     """Nothing new (or one event left pending) for longer than the in-flight kind allows."""
@@ -1254,7 +1268,6 @@ class IdleSpec:
     functions: dict[str, float] = field(default_factory=dict)
     polls: int = 2
     kind: str = "idle"
-    FACTS = COMMON_FACTS | {"kind", "idle_seconds", "threshold_seconds", "function", "polls"}
 
     @classmethod
     def parse(cls, value: Any, ctx: Ctx, path: Path_, pc: PredicateCompiler) -> IdleSpec | None:
@@ -1351,6 +1364,13 @@ class IdleState(RuleState):
 # --------------------------------------------------------------------------- sample
 
 
+SAMPLE_FACTS = COMMON_FACTS | {
+    "status", "retries", "error", "total_tokens", "total_time", "limit", "message_count",
+    "task_wide", "same_error_samples", "errored_samples", "samples", "outlier_field",
+    "outlier_ratio", "median",
+}
+
+
 @dataclass
 class SampleSpec:
     """Predicates over the samples-listing row: retries, limits, errors, outliers."""
@@ -1358,11 +1378,6 @@ class SampleSpec:
     where: Pred
     outlier: tuple[str, float, int] | None = None  # (field, factor, min_samples)
     kind: str = "sample"
-    FACTS = COMMON_FACTS | {
-        "status", "retries", "error", "total_tokens", "total_time", "limit", "message_count",
-        "task_wide", "same_error_samples", "errored_samples", "samples", "outlier_field",
-        "outlier_ratio", "median",
-    }
 
     @classmethod
     def parse(cls, value: Any, ctx: Ctx, path: Path_, pc: PredicateCompiler) -> SampleSpec | None:
@@ -1425,7 +1440,7 @@ class SampleRowState(RuleState):
         if not self.spec.where(view) or self.watch.suppressed(view, self.rule):
             return []
         facts: dict[str, Any] = {k: row.get(k) for k in ROW_FACTS if k in row}
-        facts.update({k: v for k, v in ctx_view.items() if k in SampleSpec.FACTS})
+        facts.update({k: v for k, v in ctx_view.items() if k in SAMPLE_FACTS})
         if self.spec.outlier is not None:
             fname, factor, min_n = self.spec.outlier
             value = row.get(fname)
@@ -1454,6 +1469,9 @@ class SampleRowState(RuleState):
 # --------------------------------------------------------------------------- unseen
 
 
+UNSEEN_FACTS: frozenset[str] = COMMON_FACTS | {"value", "searched"}
+
+
 @dataclass
 class UnseenSpec:
     """A value (e.g. the submitted answer) that none of the earlier outputs contained.
@@ -1471,7 +1489,6 @@ class UnseenSpec:
     min_length: int = 3
     gap: Window | None = None
     kind: str = "unseen"
-    FACTS = COMMON_FACTS | {"value", "searched"}
 
     @classmethod
     def parse(cls, value: Any, ctx: Ctx, path: Path_,
@@ -1573,3 +1590,16 @@ DETECTORS: dict[str, Any] = {
 }
 EVENT_DETECTORS = frozenset({"match", "repeat", "threshold", "sequence", "absence", "unseen"})
 
+
+
+
+FACTS_OF: dict[str, frozenset[str]] = {
+    "match": MATCH_FACTS,
+    "repeat": REPEAT_FACTS,
+    "threshold": THRESHOLD_FACTS,
+    "sequence": SEQUENCE_FACTS,
+    "absence": ABSENCE_FACTS,
+    "idle": IDLE_FACTS,
+    "sample": SAMPLE_FACTS,
+    "unseen": UNSEEN_FACTS,
+}

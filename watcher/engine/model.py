@@ -27,7 +27,7 @@ from watcher.engine.compile import (
     compile_regex,
     compile_template,
 )
-from watcher.engine.detectors import DETECTORS, EVENT_DETECTORS
+from watcher.engine.detectors import DETECTORS, EVENT_DETECTORS, FACTS_OF
 from watcher.engine.errors import (
     BadDetectorParamsError,
     BadIdError,
@@ -183,7 +183,7 @@ def _fact_test(value: Any, ctx: Ctx, path: Path_) -> Callable[[Any], bool] | Non
             ctx.error(WrongTypeError, path, "a fact condition is a value or {op: value}",
                       "use {in: [...]} to test membership")
             return None
-        return lambda v, want=value: _eq(v, want)
+        return _fact_op("eq", value)
     if not ctx.check_keys(value, path, FACT_OPS, section="condition"):
         return None
     tests: list[Callable[[Any], bool]] = []
@@ -191,19 +191,27 @@ def _fact_test(value: Any, ctx: Ctx, path: Path_) -> Callable[[Any], bool] | Non
         if op in ("gt", "gte", "lt", "lte"):
             if not ctx.expect(want, (int, float), path + (op,), op):
                 return None
-            cmp = {"gt": lambda a, b: a > b, "gte": lambda a, b: a >= b,
-                   "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b}[op]
-            tests.append(lambda v, c=cmp, w=want: isinstance(v, int | float)
-                         and not isinstance(v, bool) and c(v, w))
-        elif op == "in":
-            if not ctx.expect(want, list, path + (op,), "in"):
-                return None
-            tests.append(lambda v, w=want: any(_eq(v, x) for x in w))
-        elif op == "eq":
-            tests.append(lambda v, w=want: _eq(v, w))
-        else:
-            tests.append(lambda v, w=want: not _eq(v, w))
+        elif op == "in" and not ctx.expect(want, list, path + (op,), "in"):
+            return None
+        tests.append(_fact_op(op, want))
     return lambda v: all(t(v) for t in tests)
+
+
+_ORDERS: dict[str, Callable[[Any, Any], bool]] = {
+    "gt": lambda a, b: a > b, "gte": lambda a, b: a >= b,
+    "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b}
+
+
+def _fact_op(op: str, want: Any) -> Callable[[Any], bool]:
+    """One fact test (``want`` already checked for ``op``)."""
+    if op in _ORDERS:
+        cmp = _ORDERS[op]
+        return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and cmp(v, want)
+    if op == "in":
+        return lambda v: any(_eq(v, x) for x in want)
+    if op == "eq":
+        return lambda v: _eq(v, want)
+    return lambda v: not _eq(v, want)
 
 
 def _eq(a: Any, b: Any) -> bool:
@@ -428,7 +436,7 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
             ctx.expect(base_reason, str, ("confidence", "reason"), "confidence.reason")
     if not base_reason:
         base_reason = f"The {kind or 'rule'} pattern matched; {base} is this rule's base level."
-    facts = set(DETECTORS[kind].FACTS) if kind else set()
+    facts = set(FACTS_OF[kind]) if kind else set()
     conds: list[ConfidenceCondition] = []
     cw = data.get("confidence_when", [])
     if ctx.expect(cw, list, ("confidence_when",), "confidence_when"):
@@ -488,7 +496,7 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
     if "message" in data:
         message = compile_template(data["message"], ctx, ("message",),
                                    facts if kind else set())
-    tests = _parse_tests(data["tests"], ctx, ("tests",), doc.file) if "tests" in data else ()
+    cases = _parse_tests(data["tests"], ctx, ("tests",), doc.file) if "tests" in data else ()
     # tier check: a rule that reads agent text cannot claim the metadata tier
     if "needs" in data and needs in TIERS:
         text = sorted(pc.fields & CONTENT_FIELDS)
@@ -510,6 +518,6 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
         status=status or "stable", enabled=bool(enabled), falsepositives=fps,
         confidence_base=base, confidence_reason=base_reason, confidence_when=tuple(conds),
         require=require,
-        exceptions=tuple(excs), message=message, handoff=handoff, tests=tests, author=author,
+        exceptions=tuple(excs), message=message, handoff=handoff, tests=cases, author=author,
         source=doc.file, line=doc.start_line, data=data, fields=frozenset(pc.fields),
     )

@@ -246,9 +246,9 @@ class SampleWatch:
         if self.cache:
             self.cache = {}
         out: list[Finding] = []
-        for s in self.idle:
-            if s.ep is not None:
-                out += s.activity(ts)
+        for st in self.idle:
+            if st.ep is not None:
+                out += st.activity(ts)
         eng = self.engine
         table = eng._table.get(event.get("type"))  # type: ignore[arg-type]
         if table is None:
@@ -265,13 +265,14 @@ class SampleWatch:
             matched = True if pred is None else pred(event)
             if matched and excepted is not None and excepted(event, sv):
                 matched = False  # excepted: a miss, to a state that is waiting for one
+            s: RuleState | None = states[i]
             if matched:
-                s = states[i] or self._state(i)
+                if s is None:
+                    s = self._state(i)
             else:
-                s = states[i]
                 if s is None or not s.armed():  # a miss changes nothing (the common case)
                     continue
-            found = s.feed(event, ts, matched)
+            found = s.feed(event, ts, matched)  # type: ignore[union-attr]
             if found:
                 out += found
         return out

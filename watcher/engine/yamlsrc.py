@@ -188,14 +188,14 @@ def _load_docs(text: str, file: str, errors: list[RuleError],
                 docs.append(doc)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
+        at = mark.line + 1 if mark else None
         col = mark.column + 1 if mark else None
         msg = _problem(exc)
         if exc.context and exc.problem:
             msg = f"{exc.context.strip()}: {exc.problem.strip()}"
         errors.append(YamlSyntaxError(
-            msg, file=file, line=line, col=col,
-            source_line=lines[line - 1] if line and 0 < line <= len(lines) else None,
+            msg, file=file, line=at, col=col,
+            source_line=lines[at - 1] if at and 0 < at <= len(lines) else None,
             hint="check indentation, quoting and ':' after keys"))
         return docs
     except yaml.YAMLError as exc:
