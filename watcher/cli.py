@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from watcher import __version__
+from watcher.engine import COMPILED
 
 LEVELS = click.Choice(["low", "medium", "high"])
 
@@ -58,7 +59,10 @@ def load_engine(rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[st
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="inspect-watch")
+@click.version_option(
+    __version__, prog_name="inspect-watch",
+    message="%(prog)s %(version)s (rule engine: "
+            + ("compiled" if COMPILED else "pure Python") + ")")
 def main() -> None:
     """Watch live Inspect AI evals (or their logs) with YAML rules.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.engine.util import REF, load_text
-from watcher.engine import Engine, materialise
+from watcher.engine import Engine, Rule, load_rules, materialise
 from watcher.findings import Finding
 
 _DIR = Path(tempfile.mkdtemp(prefix="engine-props-"))
@@ -236,17 +237,22 @@ def test_near_text_from_a_prefix_equals_the_whole_text(text: str) -> None:
     assert _near_text(text) == _near_norm(text)[:NEAR_CHARS]
 
 
+@functools.cache
+def _unseen_rule() -> Rule:
+    return next(r for r in load_rules() if r.detect_kind == "unseen")
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 40), st.lists(st.text(alphabet="ab\x00", max_size=6), max_size=120))
 def test_unseen_keeps_exactly_the_last_texts(keep: int, texts: list[str]) -> None:
     """Texts joined in batches search the same string as joining each one as it comes."""
-    from types import SimpleNamespace
+    from dataclasses import replace
 
     from watcher.engine.detectors import UnseenState
 
-    state = UnseenState.__new__(UnseenState)
-    state.spec = SimpleNamespace(keep=keep)  # type: ignore[assignment]
-    state.blob, state.lens, state.fresh = "", [], []
+    rule = _unseen_rule()
+    state = UnseenState(rule, Engine([rule]).open_sample(REF),
+                        replace(rule.detector, keep=keep))
     for i, text in enumerate(texts):
         state.remember(text)
         assert len(state.fresh) < max(keep, 1) + 1  # waiting texts stay bounded by keep

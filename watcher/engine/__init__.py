@@ -11,6 +11,7 @@ Typical use::
     watch.finalize(now)
 """
 
+from watcher.engine import runtime as _runtime
 from watcher.engine.errors import ERROR_KINDS, RuleError, RuleLoadErrors
 from watcher.engine.loader import (
     RuleSet,
@@ -24,8 +25,11 @@ from watcher.engine.model import ExceptionSpec, Rule
 from watcher.engine.runtime import Engine, RunContext, SampleStatus, SampleWatch
 from watcher.engine.testing import CaseResult, materialise, run_case, run_rule_tests
 
+# the hot path was compiled by mypyc at install time (setup.py); else pure Python
+COMPILED: bool = not _runtime.__file__.endswith(".py")
+
 __all__ = [
-    "ERROR_KINDS", "CaseResult", "Engine", "ExceptionSpec", "Rule", "RuleError",
+    "COMPILED", "ERROR_KINDS", "CaseResult", "Engine", "ExceptionSpec", "Rule", "RuleError",
     "RuleLoadErrors", "RuleSet", "RunContext", "SampleStatus", "SampleWatch", "builtin_dir",
     "load_rules", "load_suppressions", "materialise", "rule_files", "run_case",
     "run_rule_tests", "user_rules_dir",
