@@ -1,6 +1,6 @@
 """Engine throughput and per-sample memory with the full built-in rule pack.
 
-    python benchmarks/bench_engine.py [--events 100000] [--profile]
+    python benchmarks/bench_engine.py [--events 100000] [--profile] [--engine both]
 
 Generates a synthetic recorded stream of realistic raw events (model turns, tool
 calls with 100-2000 character arguments, some repeats, some text-only turns),
@@ -9,6 +9,11 @@ normalises them at the engine's tier (as the stream does), then feeds them to
 the feed alone and for normalise+feed, and the traced memory a SampleWatch holds
 after 1,000 and 10,000 events (tracemalloc around the watch: its rule state must
 not grow with transcript length). ``--profile`` prints the top cProfile entries.
+
+``--engine both`` (the default) runs everything twice, side by side: on the pure
+Python sources and on the compiled engine ``pip install .`` builds (mypyc; see
+setup.py and tests/compiled.py, which builds that wheel from the working tree),
+each in its own process, then prints the two figures and their ratio.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import io
 import json
 import os
 import pstats
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -27,9 +33,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import banner, synthetic_events  # noqa: E402
+from common import REPO, banner, synthetic_events  # noqa: E402
 
-from watcher.engine import Engine, load_rules  # noqa: E402
+# the engine under test: a compiled tree (set by --engine both) or the sources
+_TREE = os.environ.get("BENCH_ENGINE_TREE")
+if _TREE:
+    sys.path.insert(0, _TREE)
+
+from watcher.engine import COMPILED, Engine, load_rules  # noqa: E402
 from watcher.engine.compile import _TEXT_CACHE  # noqa: E402
 from watcher.events import normalise  # noqa: E402
 from watcher.findings import SampleRef  # noqa: E402
@@ -141,8 +152,20 @@ def main() -> None:
     ap.add_argument("--corpus", default=None,
                     help="directory of real .eval logs for the recorded stream "
                          "(default: the shared corpus)")
+    ap.add_argument("--no-memory", action="store_true", help="skip the rule-state figures")
+    ap.add_argument("--only-recorded", action="store_true",
+                    help="measure the recorded stream only")
+    ap.add_argument("--engine", choices=["both", "pure", "compiled"], default="both",
+                    help="which engine to measure (both: side by side, one process each)")
     args = ap.parse_args()
+    if args.engine == "both":
+        side_by_side(sys.argv[1:])
+        return
     banner("bench_engine")
+    print(f"engine: {'compiled (mypyc)' if COMPILED else 'pure Python'} "
+          f"from {Path(sys.modules['watcher'].__file__ or '').parent}")
+    if COMPILED != (args.engine == "compiled"):
+        sys.exit(f"asked for the {args.engine} engine but imported the other one")
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
         print("pinned to one core")
@@ -150,13 +173,15 @@ def main() -> None:
     print(f"rules: {len(engine.rules)} ({', '.join(r.id for r in engine.rules)}); "
           f"tier: {engine.tier}")
 
+    if args.only_recorded:
+        recorded(engine, args.events, args.repeat, args.corpus)
+        return
     t0 = time.perf_counter()
     raw = synthetic_events(args.events)
     t1 = time.perf_counter()
     sizes = [len(str(e.get("arguments", ""))) for e in raw if e["event"] == "tool"]
     print(f"generated {len(raw):,} raw events in {t1 - t0:.1f}s; tool args "
           f"{min(sizes)}-{max(sizes)} chars (mean {sum(sizes) / len(sizes):.0f})")
-
     t0 = time.perf_counter()
     events = [normalise(e, engine.tier) for e in raw]
     t_norm = time.perf_counter() - t0
@@ -181,16 +206,18 @@ def main() -> None:
     print(f"normalise + feed: {len(raw) / total:>10,.0f} events/s")
     recorded(engine, args.events, args.repeat, args.corpus)
 
-    print("rule state per sample (tracemalloc, one SampleWatch; events decoded from JSON "
-          "inside the trace, so whatever the state keeps of them counts):")
-    top = min(50_000, len(raw))
-    marks = sorted({0, 1_000, 10_000, top} | set(range(500, min(10_000, top) + 1, 500)))
-    held = state_bytes(engine, raw, marks)
-    for n in (0, 1_000, 10_000, top):
-        print(f"  {n:>7,} events: {held[n] / 1024:8.1f} KB held")
-    busy = [v for k, v in held.items() if k >= 500]
-    print(f"  largest at any of {len(busy)} checkpoints (every 500 events to 10,000, "
-          f"and {top:,}): {max(busy) / 1024:.1f} KB")
+    if not args.no_memory:
+        print("rule state per sample (tracemalloc, one SampleWatch; events decoded from JSON "
+              "inside the trace, so whatever the state keeps of them counts):")
+        top = min(50_000, len(raw))
+        marks = sorted(m for m in {0, 1_000, 10_000, top} | set(range(500, 10_001, 500))
+                       if m <= top)
+        held = state_bytes(engine, raw, marks)
+        for n in sorted({m for m in (0, 1_000, 10_000, top) if m <= top}):
+            print(f"  {n:>7,} events: {held[n] / 1024:8.1f} KB held")
+        busy = [v for k, v in held.items() if k >= 500]
+        print(f"  largest at any of {len(busy)} checkpoints (every 500 events to 10,000, "
+              f"and {top:,}): {max(busy) / 1024:.1f} KB")
 
     if args.profile:
         prof = cProfile.Profile()
@@ -201,6 +228,50 @@ def main() -> None:
         pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(20)
         print(buf.getvalue())
         per_rule(engine, events[:30_000])
+
+
+FIGURES = ("feed only:", "normalise + feed:", "recorded, all events:", "recorded, rule-read:")
+
+
+def side_by_side(argv: list[str]) -> None:
+    """Run this benchmark on the pure and the compiled engine, then compare."""
+    sys.path.insert(0, str(REPO))
+    from tests.compiled import compiled_tree
+
+    print("building (or reusing) the compiled engine from the working tree ...", flush=True)
+    trees = {"pure": str(REPO), "compiled": str(compiled_tree())}
+    rounds, recorded_rounds = 3, 8
+    got: dict[str, dict[str, float]] = {"pure": {}, "compiled": {}}
+    # alternate the two engines, one timed run each per round, and keep each figure's
+    # best: the machine's load drifts, and back-to-back blocks would measure the drift.
+    # The recorded stream is quick to measure, so it gets more rounds
+    for rnd in range(recorded_rounds):
+        for name, tree in trees.items():
+            extra = ["--repeat", "1"] + (["--no-memory"] if rnd else [])
+            if rnd >= rounds:
+                extra.append("--only-recorded")
+            args = [a for a in argv if rnd == 0 or a != "--profile"]
+            out = subprocess.run(
+                [sys.executable, __file__, *args, *extra, "--engine", name],
+                env=dict(os.environ, BENCH_ENGINE_TREE=tree), capture_output=True, text=True)
+            print(out.stdout if rnd == 0 else f"(round {rnd + 1}, {name})\n" + "\n".join(
+                line for line in out.stdout.splitlines() if line.startswith(FIGURES)),
+                flush=True)
+            if out.returncode != 0:
+                print(out.stderr, file=sys.stderr)
+                sys.exit(out.returncode)
+            for line in out.stdout.splitlines():
+                if line.startswith(FIGURES):
+                    key = line.split(":")[0] + ":"
+                    value = float(line.split(":")[1].split()[0].replace(",", ""))
+                    got[name][key] = max(got[name].get(key, 0.0), value)
+    print(f"== side by side (cpus: {os.cpu_count()}; one core; best of {rounds} alternating "
+          f"runs each, {recorded_rounds} for the recorded stream) ==")
+    print(f"{'':24}{'pure':>12}{'compiled':>12}{'ratio':>8}")
+    for key in FIGURES:
+        a, b = got["pure"].get(key), got["compiled"].get(key)
+        if a and b:
+            print(f"{key:<24}{a:>12,.0f}{b:>12,.0f}{b / a:>7.2f}x   events/s")
 
 
 def per_rule(engine: Engine, events: list[dict]) -> None:
