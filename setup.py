@@ -23,8 +23,9 @@ COMPILED = [
     "watcher/engine/runtime.py",
     "watcher/engine/compile.py",
     "watcher/engine/model.py",
-    "watcher/findings.py",
 ]
+# not watcher/findings.py: its frozen dataclasses, compiled, cannot be unpickled, and
+# findings cross process boundaries (``watch --jobs``)
 
 
 def _say(msg: str) -> None:
@@ -45,11 +46,23 @@ class OptionalBuildExt(build_ext):
             self.extensions = []
 
 
+def _clear_stale_binaries() -> None:
+    """``build/`` outlives a build, and what is in its ``lib*`` goes into the wheel: a
+    binary left there by an earlier build (of a module since dropped from ``COMPILED``,
+    or before ``INSPECT_WATCH_PURE``) would be packaged beside the current sources."""
+    for lib in Path("build").glob("lib*"):
+        for f in [*lib.glob("watcher/**/*.so"), *lib.glob("watcher/**/*.pyd"),
+                  *lib.glob("*__mypyc*")]:
+            f.unlink()
+
+
 def _extensions() -> list:
+    commands = set(sys.argv[1:])
+    if {"bdist_wheel", "build", "build_ext", "install"} & commands:
+        _clear_stale_binaries()
     if os.environ.get("INSPECT_WATCH_PURE"):
         _say("INSPECT_WATCH_PURE is set: installing pure Python")
         return []
-    commands = set(sys.argv[1:])
     if {"editable_wheel", "develop"} & commands:
         return []  # the sources are imported in place; a binary would shadow edits
     if not {"bdist_wheel", "build", "build_ext", "install"} & commands:

@@ -8,7 +8,10 @@ scripted samples (every 10th repeats a call, so there is something to find),
 then scans it three ways, side by side:
 
 1. ``inspect-watch watch --log-dir DIR --once --format jsonl -o FILE`` (subprocess;
-   CPU from ``getrusage(RUSAGE_CHILDREN)``);
+   CPU from ``getrusage(RUSAGE_CHILDREN)``), in one process and with ``--jobs``, each
+   on the pure-Python sources and on the compiled engine ``pip install .`` builds
+   (tests/compiled.py builds that wheel from the working tree; ``--no-compiled``
+   skips it);
 2. the Python API (``Watch`` with ``WatchConfig(log_dir=..., once=True)``;
    ``time.process_time``);
 3. ``inspect ctl sample events TASK SAMPLE --log-dir DIR --from-start --content``,
@@ -28,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
+    REPO,
     banner,
     children_cpu,
     run_quiet,
@@ -84,6 +88,8 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--turns", type=int, default=12, help="tool calls per sample")
     ap.add_argument("--log-dir", help="reuse this log dir instead of generating one")
+    ap.add_argument("--no-compiled", action="store_true",
+                    help="scan with the pure-Python engine only (no wheel build)")
     ap.add_argument("--ctl-subset", type=int, default=5,
                     help="samples to page through with inspect ctl (extrapolated)")
     args = ap.parse_args()
@@ -94,24 +100,35 @@ def main() -> None:
     size = sum(p.stat().st_size for p in logs)
     print(f"log dir: {len(logs)} .eval file(s), {size / 1e6:.1f} MB")
 
-    # 1. CLI subprocess, one process and then --jobs (one per CPU)
+    # 1. CLI subprocess, one process and then --jobs (one per CPU), per engine
     jobs = os.cpu_count() or 1
-    cli: dict[int, tuple[float, float]] = {}
-    found: dict[int, list[tuple[str, str, str]]] = {}
-    for j in sorted({1, jobs}):
-        out = work / f"findings-j{j}.jsonl"
-        c0, w0 = children_cpu(), time.perf_counter()
-        proc = run_quiet(watch_cmd("watch", "--log-dir", str(log_dir), "--once", "--format",
-                                   "jsonl", "-o", str(out), "--jobs", str(j)))
-        cli[j] = (time.perf_counter() - w0, children_cpu() - c0)
-        lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] \
-            if out.exists() else []
-        found[j] = sorted((x["id"], x["confidence"], x["status"]) for x in lines
-                          if x.get("kind") == "finding")
-        print(f"inspect-watch watch --once --jobs {j}: exit {proc.returncode}, "
-              f"{len(found[j])} findings")
-    if found[jobs] != found[1]:
-        print("  WARNING: --jobs changed the findings")
+    engines: dict[str, Path | None] = {"pure": None}
+    if not args.no_compiled:
+        sys.path.insert(0, str(REPO))
+        from tests.compiled import compiled_tree
+
+        engines["compiled"] = compiled_tree()
+    cli: dict[tuple[str, int], tuple[float, float]] = {}
+    found: dict[tuple[str, int], list[tuple[str, str, str]]] = {}
+    for name, tree in engines.items():
+        # the compiled tree is imported from a directory with no `watcher` sources in it
+        env = {**os.environ, "PYTHONPATH": str(tree)} if tree else None
+        cwd = str(work) if tree else None
+        for j in sorted({1, jobs}):
+            out = work / f"findings-{name}-j{j}.jsonl"
+            c0, w0 = children_cpu(), time.perf_counter()
+            proc = run_quiet(watch_cmd("watch", "--log-dir", str(log_dir), "--once", "--format",
+                                       "jsonl", "-o", str(out), "--jobs", str(j)),
+                             env=env, cwd=cwd)
+            cli[name, j] = (time.perf_counter() - w0, children_cpu() - c0)
+            lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] \
+                if out.exists() else []
+            found[name, j] = sorted((x["id"], x["confidence"], x["status"]) for x in lines
+                                    if x.get("kind") == "finding")
+            print(f"inspect-watch watch --once --jobs {j} ({name}): exit {proc.returncode}, "
+                  f"{len(found[name, j])} findings")
+    if any(f != found["pure", 1] for f in found.values()):
+        print("  WARNING: the findings differ between engines or --jobs")
 
     # 2. Python API
     engine = Engine(load_rules(builtin=True, user_dir=False))
@@ -150,8 +167,8 @@ def main() -> None:
 
     print(f"\n{n} samples, cpus={os.cpu_count()}")
     print(f"{'method':<34} {'wall':>8} {'cpu':>8} {'samples/s':>10}")
-    for j, (cli_wall, cli_cpu) in cli.items():
-        label = f"inspect-watch watch --once -j{j}"
+    for (name, j), (cli_wall, cli_cpu) in cli.items():
+        label = f"inspect-watch watch --once -j{j} {name}"
         print(f"{label:<34} {cli_wall:>7.1f}s {cli_cpu:>7.1f}s {n / cli_wall:>10.1f}")
     print(f"{'Python API (in-process)':<34} {api_wall:>7.1f}s {api_cpu:>7.1f}s "
           f"{n / api_wall:>10.1f}")
@@ -164,8 +181,8 @@ def main() -> None:
     scout = 12.0 + 0.047 * n
     print(f"{'Inspect Scout grep (reference)':<34} {scout:>7.1f}s {'':>8} {n / scout:>10.1f}"
           "   (12 s start-up + 47 ms per transcript; not run here)")
-    for j, (cli_wall, _) in cli.items():
-        print(f"  -j{j}: {scout / cli_wall:.1f}x Scout's throughput, start-up included; "
+    for (name, j), (cli_wall, _) in cli.items():
+        print(f"  -j{j} {name}: {scout / cli_wall:.1f}x Scout's throughput, start-up included; "
               f"per transcript {(n / cli_wall) / (1 / 0.047):.1f}x")
 
 

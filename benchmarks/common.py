@@ -251,6 +251,6 @@ def dump(obj: Any) -> str:
 
 
 def run_quiet(cmd: list[str], env: dict[str, str] | None = None,
-              timeout: float = 3600) -> subprocess.CompletedProcess[str]:
+              timeout: float = 3600, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, cwd=cwd)

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from watcher.engine.detectors import RuleState
 from watcher.engine.model import ExceptionSpec, Rule
 from watcher.events import TIERS, Event, Tier, tier_rank
@@ -107,6 +109,7 @@ class RunContext:
 _Target = tuple[Any, Any, int]  # predicate, exceptions test (or None), state index
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (setup.py), and extensible
 class Engine:
     """Compiled rules plus the type → rules dispatch table; shared across samples."""
 
@@ -186,6 +189,7 @@ def _applies(s: ExceptionSpec, rule: Rule) -> bool:
     return fnmatch.fnmatchcase(rule.id, pat) or fnmatch.fnmatchcase(rule.category, pat)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SampleWatch:
     """One sample attempt: bounded per-rule state; each event is processed once."""
 
