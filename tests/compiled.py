@@ -64,17 +64,20 @@ def compiled_tree() -> Path:
 
 def installed_compiled() -> Path | None:
     """The site directory of a compiled, non-editable install of these very sources."""
-    try:
-        dist = importlib.metadata.distribution("inspect-watch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    site = Path(str(dist.locate_file("")))
+    # every distribution of that name on sys.path: the build leaves an egg-info in the
+    # working tree, which is on sys.path when the tests run from it
+    for dist in importlib.metadata.distributions(name="inspect-watch"):
+        site = Path(str(dist.locate_file(""))).resolve()
+        if site == ROOT or not list((site / "watcher" / "engine").glob("runtime.*.so")):
+            continue  # the working tree, an editable or a pure-Python install
+        if _same_sources(site):
+            return site
+    return None
+
+
+def _same_sources(site: Path) -> bool:
     pkg = site / "watcher"
-    if not pkg.is_dir() or not list((pkg / "engine").glob("runtime.*.so")):
-        return None  # not installed, editable, or pure Python
     pairs = [(f, site / f.relative_to(ROOT)) for f in ROOT.glob("watcher/**/*.py")]
     pairs += [(f, pkg / "rules" / f.name) for f in ROOT.glob("rules/*") if f.is_file()]
-    for mine, theirs in pairs:
-        if not theirs.is_file() or theirs.read_bytes() != mine.read_bytes():
-            return None
-    return site
+    return all(theirs.is_file() and theirs.read_bytes() == mine.read_bytes()
+               for mine, theirs in pairs)
