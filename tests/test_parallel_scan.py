@@ -98,3 +98,18 @@ def test_cli_jobs_needs_a_log_dir_and_once(logs: Path, tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert any(x.get("kind") == "finding" for x in lines)
+
+
+def test_a_result_that_cannot_be_unpickled_fails_the_scan_instead_of_hanging(
+        logs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """multiprocessing's result thread dies on a result it cannot unpickle, and map()
+    then waits for ever (compiled frozen dataclasses once did this): workers pickle
+    their own results, so the failure is raised in the scanning process."""
+    import watcher.watch as watch_mod
+
+    def broken(data: bytes) -> object:
+        raise TypeError("cannot rebuild this object")
+
+    monkeypatch.setattr(watch_mod.pickle, "loads", broken)
+    with pytest.raises(TypeError, match="cannot rebuild"):
+        scan(logs, jobs=2)

@@ -10,6 +10,7 @@ the state file and the ``--fail-on`` verdict.
 
 from __future__ import annotations
 
+import pickle
 import signal
 import threading
 import time
@@ -300,7 +301,10 @@ class Watch:
         try:
             ctx = multiprocessing.get_context("fork")
             with ctx.Pool(jobs) as pool:
-                results = pool.map(_shard_worker, range(jobs))
+                # workers pickle their results themselves: a result the pool's own
+                # thread failed to unpickle would leave map() waiting for ever; here the
+                # error is raised
+                results = [pickle.loads(b) for b in pool.map(_shard_worker, range(jobs))]
         except KeyboardInterrupt:
             self._interrupted = True
             results = []
@@ -349,7 +353,8 @@ class _Collect:
 _FORKED: tuple[Engine, WatchConfig, WatchState] | None = None
 
 
-def _shard_worker(k: int) -> tuple[list[Finding | Notice], RunSummary, set[str]]:
+def _shard_worker(k: int) -> bytes:
+    """Scan shard ``k``; its (outputs, summary, finished samples), pickled."""
     assert _FORKED is not None
     from watcher.sources.logs import forget_open_zips
 
@@ -362,7 +367,7 @@ def _shard_worker(k: int) -> tuple[list[Finding | Notice], RunSummary, set[str]]
     watch = Watch(engine, replace(config, shard=(k, config.jobs), min_confidence="low",
                                   fail_on=None), mine, [sink])
     watch.run()
-    return sink.items, watch.summary(), mine.finished
+    return pickle.dumps((sink.items, watch.summary(), mine.finished))
 
 
 def _install_sigterm(handler: Callable[[], None]) -> Any:
