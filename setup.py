@@ -56,16 +56,20 @@ def _clear_stale_binaries() -> None:
             f.unlink()
 
 
+BUILD_COMMANDS = {"bdist_wheel", "build", "build_ext", "install"}
+
+
 def _extensions() -> list:
     commands = set(sys.argv[1:])
-    if {"bdist_wheel", "build", "build_ext", "install"} & commands:
+    building = bool(BUILD_COMMANDS & commands)
+    if building:
         _clear_stale_binaries()
     if os.environ.get("INSPECT_WATCH_PURE"):
         _say("INSPECT_WATCH_PURE is set: installing pure Python")
         return []
     if {"editable_wheel", "develop"} & commands:
         return []  # the sources are imported in place; a binary would shadow edits
-    if not {"bdist_wheel", "build", "build_ext", "install"} & commands:
+    if not building:
         return []  # metadata or an sdist: nothing to compile
     try:
         from mypyc.build import mypycify

@@ -210,10 +210,10 @@ def main() -> None:
         print("rule state per sample (tracemalloc, one SampleWatch; events decoded from JSON "
               "inside the trace, so whatever the state keeps of them counts):")
         top = min(50_000, len(raw))
-        marks = sorted(m for m in {0, 1_000, 10_000, top} | set(range(500, 10_001, 500))
-                       if m <= top)
+        shown = sorted({m for m in (0, 1_000, 10_000, top) if m <= top})
+        marks = sorted({*shown, *(m for m in range(500, 10_001, 500) if m <= top)})
         held = state_bytes(engine, raw, marks)
-        for n in sorted({m for m in (0, 1_000, 10_000, top) if m <= top}):
+        for n in shown:
             print(f"  {n:>7,} events: {held[n] / 1024:8.1f} KB held")
         busy = [v for k, v in held.items() if k >= 500]
         print(f"  largest at any of {len(busy)} checkpoints (every 500 events to 10,000, "
@@ -254,17 +254,16 @@ def side_by_side(argv: list[str]) -> None:
             out = subprocess.run(
                 [sys.executable, __file__, *args, *extra, "--engine", name],
                 env=dict(os.environ, BENCH_ENGINE_TREE=tree), capture_output=True, text=True)
-            print(out.stdout if rnd == 0 else f"(round {rnd + 1}, {name})\n" + "\n".join(
-                line for line in out.stdout.splitlines() if line.startswith(FIGURES)),
-                flush=True)
+            figures = [line for line in out.stdout.splitlines() if line.startswith(FIGURES)]
+            print(out.stdout if rnd == 0 else f"(round {rnd + 1}, {name})\n" + "\n".join(figures),
+                  flush=True)
             if out.returncode != 0:
                 print(out.stderr, file=sys.stderr)
                 sys.exit(out.returncode)
-            for line in out.stdout.splitlines():
-                if line.startswith(FIGURES):
-                    key = line.split(":")[0] + ":"
-                    value = float(line.split(":")[1].split()[0].replace(",", ""))
-                    got[name][key] = max(got[name].get(key, 0.0), value)
+            for line in figures:
+                key = line.split(":")[0] + ":"
+                value = float(line.split(":")[1].split()[0].replace(",", ""))
+                got[name][key] = max(got[name].get(key, 0.0), value)
     print(f"== side by side (cpus: {os.cpu_count()}; one core; best of {rounds} alternating "
           f"runs each, {recorded_rounds} for the recorded stream) ==")
     print(f"{'':24}{'pure':>12}{'compiled':>12}{'ratio':>8}")

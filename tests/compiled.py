@@ -56,7 +56,7 @@ def compiled_tree() -> Path:
         shutil.rmtree(tree, ignore_errors=True)
         with zipfile.ZipFile(wheels[0]) as z:
             z.extractall(tree)
-    if not list((tree / "watcher" / "engine").glob("runtime.*.so")):
+    if not _has_compiled_engine(tree):
         raise RuntimeError(f"the wheel holds no compiled engine (see setup.py): {tree}")
     (tree / ".complete").write_text("")
     return tree
@@ -68,11 +68,15 @@ def installed_compiled() -> Path | None:
     # working tree, which is on sys.path when the tests run from it
     for dist in importlib.metadata.distributions(name="inspect-watch"):
         site = Path(str(dist.locate_file(""))).resolve()
-        if site == ROOT or not list((site / "watcher" / "engine").glob("runtime.*.so")):
+        if site == ROOT or not _has_compiled_engine(site):
             continue  # the working tree, an editable or a pure-Python install
         if _same_sources(site):
             return site
     return None
+
+
+def _has_compiled_engine(site: Path) -> bool:
+    return any((site / "watcher" / "engine").glob("runtime.*.so"))
 
 
 def _same_sources(site: Path) -> bool:

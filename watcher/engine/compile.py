@@ -138,6 +138,12 @@ def _is_num(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
+def _fast_pair(kids: list[dict[str, Any]]) -> tuple[Getter, Getter] | None:
+    """Fast getters for both operands of a binary node, or ``None`` if either has none."""
+    a, b = _fast(kids[0]), _fast(kids[1])
+    return None if a is None or b is None else (a, b)
+
+
 def _fast(ast: dict[str, Any]) -> Getter | None:
     """A plain-Python equivalent of a simple JMESPath AST, or ``None``."""
     kind = ast["type"]
@@ -181,44 +187,41 @@ def _fast(ast: dict[str, Any]) -> Getter | None:
         fns = tuple(parts)
         return lambda d: None if d is None else [f(d) for f in fns]  # type: ignore[misc]
     if kind == "comparator" and ast["value"] in ("eq", "ne"):
-        lf, rf = _fast(kids[0]), _fast(kids[1])
-        if lf is None or rf is None:
+        pair = _fast_pair(kids)
+        if pair is None:
             return None
-        left: Callable[[Any], Any] = lf
-        right: Callable[[Any], Any] = rf
+        left, right = pair
         if ast["value"] == "eq":
             return lambda d: _jp_equals(left(d), right(d))
         return lambda d: not _jp_equals(left(d), right(d))
     if kind == "comparator" and ast["value"] in _ORDER:
-        lf2, rf2 = _fast(kids[0]), _fast(kids[1])
-        if lf2 is None or rf2 is None:
+        pair = _fast_pair(kids)
+        if pair is None:
             return None
-        left2: Callable[[Any], Any] = lf2
-        right2: Callable[[Any], Any] = rf2
+        lo, hi = pair
         op = _ORDER[ast["value"]]
 
         def order(d: Any) -> Any:
-            a, b = left2(d), right2(d)
+            a, b = lo(d), hi(d)
             if _is_num(a) and _is_num(b) or (isinstance(a, str) and isinstance(b, str)):
                 return op(a, b)
             return None
 
         return order
     if kind in ("and_expression", "or_expression"):
-        lf3, rf3 = _fast(kids[0]), _fast(kids[1])
-        if lf3 is None or rf3 is None:
+        pair = _fast_pair(kids)
+        if pair is None:
             return None
-        left3: Callable[[Any], Any] = lf3
-        right3: Callable[[Any], Any] = rf3
+        first, then = pair
         if kind == "and_expression":
             def and_(d: Any) -> Any:
-                v = left3(d)
-                return right3(d) if truthy(v) else v
+                v = first(d)
+                return then(d) if truthy(v) else v
             return and_
 
         def or_(d: Any) -> Any:
-            v = left3(d)
-            return v if truthy(v) else right3(d)
+            v = first(d)
+            return v if truthy(v) else then(d)
         return or_
     if kind == "not_expression":
         inner = _fast(kids[0])

@@ -1364,7 +1364,7 @@ class IdleState(RuleState):
 # --------------------------------------------------------------------------- sample
 
 
-SAMPLE_FACTS = COMMON_FACTS | {
+SAMPLE_FACTS: frozenset[str] = COMMON_FACTS | {
     "status", "retries", "error", "total_tokens", "total_time", "limit", "message_count",
     "task_wide", "same_error_samples", "errored_samples", "samples", "outlier_field",
     "outlier_ratio", "median",
@@ -1589,10 +1589,7 @@ DETECTORS: dict[str, Any] = {
     "unseen": UnseenSpec,
 }
 EVENT_DETECTORS = frozenset({"match", "repeat", "threshold", "sequence", "absence", "unseen"})
-
-
-
-
+# each detector's facts (module constants: compiled, a class attribute becomes a slot)
 FACTS_OF: dict[str, frozenset[str]] = {
     "match": MATCH_FACTS,
     "repeat": REPEAT_FACTS,

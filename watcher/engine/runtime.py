@@ -276,7 +276,7 @@ class SampleWatch:
             else:
                 if s is None or not s.armed():  # a miss changes nothing (the common case)
                     continue
-            found = s.feed(event, ts, matched)  # type: ignore[union-attr]
+            found = s.feed(event, ts, matched)
             if found:
                 out += found
         return out
