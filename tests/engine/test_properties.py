@@ -179,7 +179,11 @@ fuzzy_calls = st.lists(st.sampled_from(
 @settings(max_examples=150, deadline=None)
 @given(fuzzy_calls)
 def test_fuzzy_length_bound_changes_no_finding(seq: list[str]) -> None:
-    """Skipping keys whose length rules out the similarity finds what comparing all does."""
+    """Skipping comparisons (keys equal to the new one, keys whose length rules out the
+    similarity, the rest once the count is reached or out of reach) finds what comparing
+    every key does."""
+    from rapidfuzz import fuzz, process
+
     from watcher.engine import detectors
 
     items = [{"function": "bash", "arguments": a} for a in seq]
@@ -188,8 +192,8 @@ def test_fuzzy_length_bound_changes_no_finding(seq: list[str]) -> None:
 
     def brute(self: detectors.RepeatState, nkey: str) -> int:
         keys = [x.nkey for x in self.win if x.nkey is not None]
-        return len(detectors.process.extract(nkey, keys, scorer=detectors.fuzz.ratio,
-                                             score_cutoff=self.spec.similarity, limit=None))
+        return len(process.extract(nkey, keys, scorer=fuzz.ratio,
+                                   score_cutoff=self.spec.similarity, limit=None))
 
     detectors.RepeatState._count = brute  # type: ignore[method-assign]
     try:
@@ -261,3 +265,23 @@ def test_unseen_keeps_exactly_the_last_texts(keep: int, texts: list[str]) -> Non
             kept = [t.replace("\x00", "") for t in texts[: i + 1]][-keep:]
             assert state.blob == "\x00".join(kept)
             assert state.lens == [len(t) for t in kept]
+
+
+_key_part = st.one_of(st.none(), st.text(alphabet="aB \t\n\x1f…Σς/7", max_size=12))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_key_part, min_size=1, max_size=4),
+       st.lists(st.sampled_from(["case", "paths", "numbers"]), max_size=3, unique=True))
+def test_key_normalised_field_by_field_equals_the_joined_key(
+        values: list[str | None], rest: list[str]) -> None:
+    """A key of plain fields is normalised field by field (shared between rules); the
+    text must be what normalising the joined key gives."""
+    from watcher.engine.detectors import key_text, normalise_text, part_text
+
+    steps = ("whitespace", *rest)
+    names = [f"f{i}" for i in range(len(values))]
+    event = dict(zip(names, values, strict=True))
+    cache: dict = {}
+    parts = [part_text(event, cache, n, steps) for n in names]
+    assert " ".join(t for t in parts if t) == normalise_text(key_text(values), steps)

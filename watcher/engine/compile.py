@@ -231,6 +231,16 @@ def _fast(ast: dict[str, Any]) -> Getter | None:
     return None
 
 
+def _plain_fields(ast: dict[str, Any]) -> tuple[str, ...] | None:
+    """``(name,)`` for ``name``, the names for ``[a, b, ...]`` of plain fields; else None."""
+    if ast["type"] == "field":
+        return (ast["value"],)
+    if ast["type"] == "multi_select_list" and all(
+            c["type"] == "field" for c in ast["children"]):
+        return tuple(c["value"] for c in ast["children"])
+    return None
+
+
 def _fields(ast: dict[str, Any]) -> set[str]:
     """Top-level field names an expression reads (for tier checks)."""
     out: set[str] = set()
@@ -254,6 +264,9 @@ class CompiledPath:
     fields: frozenset[str]
     fast: bool
     test: Pred | None = None  # JMESPath truthiness of ``get``, generated as one function
+    # the plain field names of ``name`` or ``[a, b, ...]``: keys made of fields can be
+    # prepared field by field, and rules keyed on the same field share the work
+    parts: tuple[str, ...] | None = None
 
 
 _PATH_CACHE: dict[str, CompiledPath] = {}
@@ -288,7 +301,7 @@ def compile_path(expr: Any, ctx: Ctx, path: Path_, what: str = "expression") -> 
     if test is None:
         test = lambda d, g=getter: truthy(g(d))  # type: ignore[misc]  # noqa: E731
     out = CompiledPath(expr, getter, frozenset(_fields(compiled.parsed)), fast is not None,
-                       test)
+                       test, _plain_fields(compiled.parsed))
     _PATH_CACHE[expr] = out
     return out
 
@@ -508,6 +521,19 @@ def bound_text(text: str) -> str:
     if len(text) <= HEAD_BYTES + TAIL_BYTES:
         return text
     return text[:HEAD_BYTES] + "\n...\n" + text[-TAIL_BYTES:]  # ASCII: see engine.scan
+
+
+def unmark(text: str) -> str:
+    """``text`` with the control channel's truncation mark (the "…" ending a cut text)
+    read as "...".
+
+    The one non-ASCII character would make an ASCII text a two-byte string, which
+    every ``lower()``, ``split()`` and scan of it then handles at several times the
+    cost; rules see the mark as "..." (so ``foo$`` still does not match a cut text).
+    """
+    if text.endswith("…"):
+        return text[:-1] + "..."
+    return text
 
 
 _WS = re.compile(r"\s+")
@@ -865,7 +891,7 @@ class PredicateCompiler:
             t = cache.get(ckey)
             if t is None:
                 v = get(e)
-                t = "" if v is None else prep(bound_text(v if isinstance(v, str)
+                t = "" if v is None else prep(bound_text(unmark(v) if isinstance(v, str)
                                                          else _to_text(v)))
                 cache[ckey] = t
             if not t:

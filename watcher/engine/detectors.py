@@ -11,15 +11,21 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from rapidfuzz import fuzz, process
+from rapidfuzz import fuzz
 
-from watcher.engine.compile import CompiledPath, Ctx, PredicateCompiler, compile_path
+from watcher.engine.compile import (
+    CompiledPath,
+    Ctx,
+    PredicateCompiler,
+    compile_path,
+    unmark,
+)
 from watcher.engine.errors import BadDetectorParamsError
 from watcher.engine.yamlsrc import Path_
 from watcher.events import Event
@@ -115,7 +121,7 @@ def _excerpt_parts(e: Event) -> tuple[str, bool]:
     t = e.get("type")
     if t == "tool":
         args = e.get("arguments")
-        args = args if isinstance(args, str) else ""
+        args = unmark(args) if isinstance(args, str) else ""
         if len(args) > 4 * EXCERPT_WIDTH:
             # only the head is shown: format that much (the same text when it is cut)
             head = " ".join(f"{e.get('function')}({args[: 4 * EXCERPT_WIDTH]}".split())
@@ -124,6 +130,7 @@ def _excerpt_parts(e: Event) -> tuple[str, bool]:
         text = f"{e.get('function')}({args})"
     elif t == "model":
         text = e.get("completion") or f"[model turn, stop_reason={e.get('stop_reason')}]"
+        text = unmark(text) if isinstance(text, str) else text
     elif t == "error":
         text = str(e.get("error") or "error")
     else:
@@ -558,6 +565,25 @@ def normalise_text(text: str, steps: tuple[str, ...]) -> str:
     return text
 
 
+def part_text(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...]) -> str:
+    """Field ``name`` of the event as key text after the normalisers ``steps``.
+
+    Cached for the current event under every prefix of ``steps``: the repeat rules and
+    the unseen rule read the same fields (``arguments``, ``result``) through the same
+    first normalisers, and each field is normalised once per event.
+    """
+    ck = ("part", name, steps)
+    t: str | None = cache.get(ck)
+    if t is None:
+        if steps:
+            t = normalise_text(part_text(e, cache, name, steps[:-1]), steps[-1:])
+        else:
+            v = e.get(name)
+            t = "\x00" if v is None else unmark(v) if v.__class__ is str else key_text(v)
+        cache[ck] = t
+    return t
+
+
 class _Entry:
     """One matching event in a repeat window (``idx`` counts the rule's population).
 
@@ -590,7 +616,7 @@ class RepeatState(RuleState):
         self.win: deque[_Entry] = deque()
         self.cap = spec.window.events if spec.window.events is not None else SECONDS_WINDOW_CAP
         self.idx = 0
-        self.counts: Counter[Any] = Counter()
+        self.counts: dict[Any, int] = {}  # a plain dict: Counter's __delitem__ is Python
         self.eps: dict[Any, Episode] = {}  # plain repeats by key; self.ep holds a cycle
         self.recent: deque[Any] = deque(
             maxlen=max(8, spec.cycles[0] * spec.cycles[1]) if spec.cycles else 8)
@@ -607,10 +633,27 @@ class RepeatState(RuleState):
 
         Every step is cached under its own prefix of normalisers, so another rule on
         the same key (``[whitespace]`` beside ``[whitespace, case]``, in either order)
-        starts from the longest prefix already done.
+        starts from the longest prefix already done. A key of plain fields whose first
+        normaliser is ``whitespace`` is normalised field by field (see
+        :func:`part_text`), so rules keyed on overlapping fields share that work.
         """
         steps = self.spec.normalise
         keys = self.step_keys  # keys[k]: after the first k normalisers
+        parts = self.spec.key.parts
+        if parts is not None and steps and steps[0] == "whitespace":
+            got = cache.get(keys[0])
+            if got is None:
+                raw = key_text(self.spec.key.get(e))
+                got = cache[keys[0]] = (raw, hash(raw), raw)
+            if len(parts) == 1:
+                norm = part_text(e, cache, parts[0], steps)
+            else:
+                # the same text as normalising the joined key: its separator is
+                # whitespace, and an empty field leaves no trace after ``whitespace``
+                norm = " ".join([t for t in (part_text(e, cache, f, steps) for f in parts)
+                                 if t])
+            got = cache[keys[-1]] = (got[0], got[1], norm)
+            return got
         done = len(steps) - 1
         got = None
         while done >= 0:  # the longest prefix another rule has done (not all: a miss)
@@ -652,26 +695,36 @@ class RepeatState(RuleState):
                 counts[k] = n
 
     def _count(self, nkey: Any) -> int:
-        """How many window keys are the same as ``nkey`` (or similar enough).
+        """Whether ``count`` window keys are the same as ``nkey`` (or similar enough).
 
-        Exact when the answer is at least ``count``; below it, any number below
-        ``count`` (callers only compare with ``count``), so fuzzy rules skip the
-        comparison when too few keys have a length that could be similar enough.
+        Callers only compare the answer with ``count``, so it is exact only up to
+        ``count``. Fuzzy rules skip every comparison that cannot change that: keys equal
+        to ``nkey`` (counted already), keys whose length rules out similarity, and the
+        rest once ``count`` is reached or out of reach.
         """
         exact = self.counts.get(nkey, 0)
         sim = self.spec.similarity
-        if sim is None or exact >= self.spec.count:
+        need = self.spec.count
+        if sim is None or exact >= need:
             return exact
         # ratio >= sim needs |len(a) - len(b)| <= (1 - sim/100) * (len(a) + len(b))
         # (the Indel distance is at least the length difference)
         slack = 1.0 - sim / 100.0
         n = len(nkey)
-        keys = [k for k in (x.nkey for x in self.win) if k is not None
+        keys = [k for k in (x.nkey for x in self.win) if k is not None and k != nkey
                 and abs(len(k) - n) <= slack * (len(k) + n)]
-        if len(keys) < self.spec.count:
-            return len(keys)
-        return len(process.extract(nkey, keys, scorer=fuzz.ratio, score_cutoff=sim,
-                                   limit=None))
+        left = len(keys)
+        found = exact
+        ratio = fuzz.ratio
+        for k in keys:
+            if found + left < need:
+                break
+            left -= 1
+            if ratio(nkey, k, score_cutoff=sim):
+                found += 1
+                if found >= need:
+                    break
+        return found + left if found + left < need else found
 
     def _find(self, nkey: Any) -> Episode | None:
         ep = self.eps.get(nkey)
@@ -1520,6 +1573,9 @@ class UnseenSpec:
         return UnseenState(rule, watch, self)
 
 
+_FOLD = ("whitespace", "case")  # how the unseen rule compares values with outputs
+
+
 class UnseenState(EpisodicState):
     def armed(self) -> bool:
         """A miss never reaches this detector's state: the engine need not call it."""
@@ -1562,7 +1618,7 @@ class UnseenState(EpisodicState):
         spec = self.spec
         if spec.when(e):
             raw = spec.value.get(e)
-            text = " ".join(key_text(raw).split()).lower() if raw is not None else ""
+            text = normalise_text(key_text(raw), _FOLD) if raw is not None else ""
             text = text.replace("\x00", "")
             self._merge()
             if len(text) >= spec.min_length and text not in self.blob:
@@ -1573,10 +1629,14 @@ class UnseenState(EpisodicState):
         if spec.seen_in(e):
             out = spec.field.get(e)
             if out is not None:
-                text = " ".join(key_text(out).split()).lower()
-                # the server's truncation mark is not output, and would make the stored
-                # copy twice as large (one non-ASCII character widens the whole string)
-                self.remember(text[:-1] if text.endswith("…") else text)
+                parts = spec.field.parts
+                # a plain field: the repeat rules may have folded it for this event already
+                text = (part_text(e, self.watch.cache, parts[0], _FOLD)
+                        if parts is not None and len(parts) == 1
+                        else normalise_text(key_text(out), _FOLD))
+                # the server's truncation mark ("…", now "...") is not output
+                self.remember(text[:-3] if out.__class__ is str and out.endswith("…")
+                              else text)
         if self.ep is not None:
             self.since_hit += 1
             return self.gap_check(ts)
