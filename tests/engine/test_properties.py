@@ -285,3 +285,15 @@ def test_key_normalised_field_by_field_equals_the_joined_key(
     cache: dict = {}
     parts = [part_text(event, cache, n, steps) for n in names]
     assert " ".join(t for t in parts if t) == normalise_text(key_text(values), steps)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="aZ 7\t\n\u0663\u00a0.Σ", max_size=40))
+def test_near_norm_matches_its_regex_definition(text: str) -> None:
+    """Near-identity texts: whitespace collapsed, lower-cased, numbers (any digits) as
+    ``#``; the split()/join() form and its digit shortcut must mean exactly that."""
+    import re
+
+    from watcher.engine.detectors import _NUM, _near_norm
+
+    assert _near_norm(text) == _NUM.sub("#", re.sub(r"\s+", " ", text).strip().lower())
