@@ -297,3 +297,17 @@ def test_near_norm_matches_its_regex_definition(text: str) -> None:
     from watcher.engine.detectors import _NUM, _near_norm
 
     assert _near_norm(text) == _NUM.sub("#", re.sub(r"\s+", " ", text).strip().lower())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aZΣσς \u0130İ\u1e9eß.", max_size=20))
+def test_engine_lower_cases_as_cpython_does(text: str) -> None:
+    """The compiled engine's lower-casing must be CPython's (mypyc's own ``str.lower``
+    turns a final Σ into σ, not ς): repeat keys, near-identity texts and the text of
+    case-insensitive tests all go through it."""
+    from watcher.engine.compile import lower
+    from watcher.engine.detectors import normalise_text
+
+    assert lower(text) == text.lower()
+    assert normalise_text(text, ("case",)) == text.lower().replace("…", "...")
+    assert lower("ΟΔΟΣ Σ") == "οδος σ"

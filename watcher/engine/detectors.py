@@ -24,6 +24,7 @@ from watcher.engine.compile import (
     Ctx,
     PredicateCompiler,
     compile_path,
+    lower,
     unmark,
 )
 from watcher.engine.errors import BadDetectorParamsError
@@ -556,7 +557,7 @@ def normalise_text(text: str, steps: tuple[str, ...]) -> str:
         if n == "whitespace":
             text = " ".join(text.split())
         elif n == "case":
-            text = text.lower()
+            text = lower(text)
         elif n == "paths":
             text = _PATHRX.sub("<path>", text)
         elif n == "numbers":
@@ -1013,7 +1014,7 @@ def _near_text(value: Any) -> str:
 def _near_norm(text: str) -> str:
     # split() and join() are twice as fast as the regex ``\s+`` and mean the same; most
     # texts have no digit for the (Unicode) number regex to replace
-    text = " ".join(text.split()).lower()
+    text = lower(" ".join(text.split()))
     if text.isascii() and not any(d in text for d in "0123456789"):
         return text
     return _NUM.sub("#", text)
