@@ -14,7 +14,7 @@ neither). The difference divided by the events fed is the engine's cost per even
     python benchmarks/bench_instructions.py --tree /tmp/old-build   # any tree, e.g. a
         # compiled build of an earlier commit (``python setup.py build_ext --inplace``)
 
-Needs valgrind (``apt-get install valgrind``); about a minute per engine and stream.
+Needs valgrind (``apt-get install valgrind``); 2-8 minutes per engine and stream.
 """
 
 from __future__ import annotations
