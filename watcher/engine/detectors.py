@@ -641,10 +641,7 @@ class RepeatState(RuleState):
         keys = self.step_keys  # keys[k]: after the first k normalisers
         parts = self.spec.key.parts
         if parts is not None and steps and steps[0] == "whitespace":
-            got = cache.get(keys[0])
-            if got is None:
-                raw = key_text(self.spec.key.get(e))
-                got = cache[keys[0]] = (raw, hash(raw), raw)
+            got = cache.get(keys[0]) or self._read_raw(e, cache)
             if len(parts) == 1:
                 norm = part_text(e, cache, parts[0], steps)
             else:
@@ -662,13 +659,18 @@ class RepeatState(RuleState):
                 break
             done -= 1
         if got is None:
-            raw = key_text(self.spec.key.get(e))
-            got = cache[keys[0]] = (raw, hash(raw), raw)
+            got = self._read_raw(e, cache)
             done = 0
         raw, rawh, norm = got
         for k in range(done, len(steps)):
             norm = normalise_text(norm, steps[k:k + 1])
             got = cache[keys[k + 1]] = (raw, rawh, norm)
+        return got
+
+    def _read_raw(self, e: Event, cache: dict[Any, Any]) -> tuple[str, int, str]:
+        """``(raw key, its hash, raw key)``: the key before any normaliser, cached."""
+        raw = key_text(self.spec.key.get(e))
+        got = cache[self.step_keys[0]] = (raw, hash(raw), raw)
         return got
 
     def _same(self, a: Any, b: Any) -> bool:
@@ -697,8 +699,9 @@ class RepeatState(RuleState):
     def _count(self, nkey: Any) -> int:
         """Whether ``count`` window keys are the same as ``nkey`` (or similar enough).
 
-        Callers only compare the answer with ``count``, so it is exact only up to
-        ``count``. Fuzzy rules skip every comparison that cannot change that: keys equal
+        Callers only compare the answer with ``count``: it reaches ``count`` exactly when
+        that many keys match, and is otherwise just some number below it. Fuzzy rules
+        skip every comparison that cannot change that: keys equal
         to ``nkey`` (counted already), keys whose length rules out similarity, and the
         rest once ``count`` is reached or out of reach.
         """
@@ -724,7 +727,7 @@ class RepeatState(RuleState):
                 found += 1
                 if found >= need:
                     break
-        return found + left if found + left < need else found
+        return found
 
     def _find(self, nkey: Any) -> Episode | None:
         ep = self.eps.get(nkey)
