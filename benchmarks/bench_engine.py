@@ -63,6 +63,33 @@ def feed_all(engine: Engine, events: list[dict], per_sample: int = PER_SAMPLE) -
     return found
 
 
+def feed_samples(engine: Engine, samples: list[list[dict]], first: int = 0) -> int:
+    """Feed each sample through its own SampleWatch (as in a real run); findings count."""
+    found = 0
+    for i, sample in enumerate(samples):
+        watch = engine.open_sample(ref(first + i))
+        for ev in sample:
+            found += len(watch.feed(ev))
+        found += len(watch.finalize())
+    return found
+
+
+def recorded_samples(engine: Engine, corpus: str | None) -> tuple[list[list[dict]], str]:
+    """The corpus's non-empty samples, normalised for the engine's tier, and the corpus
+    directory (the shared corpus by default); raises ImportError or FileNotFoundError
+    when there is none."""
+    from watcher.sources.logs import iter_log_samples
+
+    if corpus is None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.corpus import CORPUS
+
+        corpus = str(CORPUS)
+    samples = [[normalise(e, engine.tier) for e in evs]
+               for _task, _row, evs in iter_log_samples(corpus)]
+    return [s for s in samples if s], corpus
+
+
 def state_bytes(engine: Engine, raw: list[dict], marks: list[int]) -> dict[int, int]:
     """Bytes held by one SampleWatch after each of ``marks`` events.
 
@@ -104,19 +131,11 @@ def recorded(engine: Engine, n: int, repeat: int, corpus: str | None) -> None:
     ones no rule reads. Samples are replayed (each as its own SampleWatch, as in a
     real run) until ``n`` events have been fed.
     """
-    from watcher.sources.logs import iter_log_samples
-
-    if corpus is None:
-        try:
-            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-            from tests.corpus import CORPUS
-        except (ImportError, FileNotFoundError) as exc:
-            print(f"recorded stream: skipped ({exc})")
-            return
-        corpus = str(CORPUS)
-    samples = [[normalise(e, engine.tier) for e in evs]
-               for _task, _row, evs in iter_log_samples(corpus)]
-    samples = [s for s in samples if s]
+    try:
+        samples, corpus = recorded_samples(engine, corpus)
+    except (ImportError, FileNotFoundError) as exc:
+        print(f"recorded stream: skipped ({exc})")
+        return
     if not samples:
         print(f"recorded stream: no samples in {corpus}")
         return
@@ -133,11 +152,7 @@ def recorded(engine: Engine, n: int, repeat: int, corpus: str | None) -> None:
     for _ in range(repeat):
         t0 = time.perf_counter()
         for r in range(reps):
-            for i, sample in enumerate(samples):
-                watch = engine.open_sample(ref(r * len(samples) + i))
-                for ev in sample:
-                    watch.feed(ev)
-                watch.finalize()
+            feed_samples(engine, samples, r * len(samples))
         best = min(best, time.perf_counter() - t0)
     print(f"recorded, all events:   {reps * per_pass / best:>10,.0f} events/s "
           f"(best of {repeat}, {reps * per_pass:,} events)")

@@ -36,7 +36,8 @@ _COLLECTED = re.compile(r"Collected : (\d+)")
 
 def child(stream: str, feed: bool, events: int, reps: int) -> None:
     """Build the stream, warm up, then feed it ``reps`` times (or not)."""
-    from bench_engine import ref  # imports the engine of BENCH_ENGINE_TREE
+    # imports the engine of BENCH_ENGINE_TREE
+    from bench_engine import PER_SAMPLE, feed_samples, recorded_samples
 
     from watcher.engine import COMPILED, Engine, load_rules
     from watcher.events import normalise
@@ -46,26 +47,11 @@ def child(stream: str, feed: bool, events: int, reps: int) -> None:
         from common import synthetic_events
 
         evs = [normalise(e, engine.tier) for e in synthetic_events(events)]
-        samples = [evs[i:i + 2000] for i in range(0, len(evs), 2000)]
+        samples = [evs[i:i + PER_SAMPLE] for i in range(0, len(evs), PER_SAMPLE)]
     else:
-        from tests.corpus import CORPUS
-        from watcher.sources.logs import iter_log_samples
-
-        samples = [s for s in ([normalise(e, engine.tier) for e in evs]
-                               for _t, _r, evs in iter_log_samples(str(CORPUS))) if s]
-
-    def run(n: int) -> int:
-        found = 0
-        for _ in range(n):
-            for i, sample in enumerate(samples):
-                watch = engine.open_sample(ref(i))
-                for ev in sample:
-                    found += len(watch.feed(ev))
-                found += len(watch.finalize())
-        return found
-
-    run(1)  # warm-up in both runs
-    found = run(reps) if feed else 0
+        samples = recorded_samples(engine, None)[0]
+    feed_samples(engine, samples)  # warm-up in both runs
+    found = sum(feed_samples(engine, samples) for _ in range(reps)) if feed else 0
     print(f"events {reps * sum(map(len, samples))} findings {found} compiled {COMPILED}")
 
 
