@@ -536,6 +536,9 @@ def lower(text: str) -> str:
     return text.lower() if text.isascii() else _str_lower(text)
 
 
+CUT_MARK = "..."  # how the engine reads the control channel's truncation mark "…"
+
+
 def unmark(text: str) -> str:
     """``text`` with the control channel's truncation mark (the "…" ending a cut text)
     read as "...".
@@ -545,7 +548,7 @@ def unmark(text: str) -> str:
     cost; rules see the mark as "..." (so ``foo$`` still does not match a cut text).
     """
     if text.endswith("…"):
-        return text[:-1] + "..."
+        return text[:-1] + CUT_MARK
     return text
 
 

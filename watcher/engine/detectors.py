@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rapidfuzz import fuzz
 
 from watcher.engine.compile import (
+    CUT_MARK,
     CompiledPath,
     Ctx,
     PredicateCompiler,
@@ -1642,9 +1643,9 @@ class UnseenState(EpisodicState):
                 text = (part_text(e, self.watch.cache, parts[0], _FOLD)
                         if parts is not None and len(parts) == 1
                         else normalise_text(key_text(out), _FOLD))
-                # the server's truncation mark ("…", now "...") is not output
-                self.remember(text[:-3] if out.__class__ is str and out.endswith("…")
-                              else text)
+                # the server's truncation mark (read as CUT_MARK) is not output
+                self.remember(text[:-len(CUT_MARK)] if out.__class__ is str
+                              and out.endswith("…") else text)
         if self.ep is not None:
             self.since_hit += 1
             return self.gap_check(ts)
