@@ -348,3 +348,64 @@ def test_a_finished_sample_releases_its_view(setup: Any) -> None:
     inner.events = lambda *a, **k: done  # type: ignore[method-assign]
     assert _read(src, task, page.next).done
     assert ("s1", 1) not in reader._views
+
+
+class SlowTasksSource(MovedSource):
+    """A buffered source whose eval answers the task list only when ``gate`` opens (a
+    saturated event loop), and then perhaps with an error."""
+
+    def __init__(self, task: TaskInfo) -> None:
+        super().__init__()
+        import threading
+
+        self.task = task
+        self.gate = threading.Event()
+        self.gate.set()
+        self.asked = 0
+        self.fail: Exception | None = None
+
+    def tasks(self) -> list[TaskInfo]:
+        self.asked += 1
+        assert self.gate.wait(10)
+        if self.fail is not None:
+            raise self.fail
+        return [self.task]
+
+
+def test_a_slow_task_list_does_not_hold_up_buffered_reads() -> None:
+    """Once every task reads from the buffer, the request for the task list runs beside
+    the cycle (its answer serves the next one): moved samples are read while the eval
+    has not answered, and an error it answers with surfaces one cycle later."""
+    from watcher.cli import load_engine
+    from watcher.runner import RunOptions, SourceWatcher
+    from watcher.sources.base import ProcessGone
+
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
+    src = SlowTasksSource(task)
+    sw = SourceWatcher(src, load_engine((), (), (), None), RunOptions(),  # type: ignore[arg-type]
+                       WatchState(), lambda out: None, "src")
+    try:
+        sw.cycle()  # the first cycle asks, and waits: nothing is known yet
+        assert src.asked == 1 and sw.tasks["e"].buffered
+        src.gate.clear()  # the eval's loop is saturated from here on
+        src.read.clear()
+        src.moved = {("s2", 1)}
+        started = time.monotonic()
+        sw.cycle()
+        assert time.monotonic() - started < 5, "the cycle waited for the task list"
+        assert src.read == ["s2"], "the moved sample was not read"
+        deadline = time.monotonic() + 10
+        while src.asked < 2 and time.monotonic() < deadline:  # asked in the background
+            time.sleep(0.01)
+        assert src.asked == 2 and not sw.gone
+        src.fail = ProcessGone("connection refused")
+        src.gate.set()
+        assert sw._infos_next is not None
+        with pytest.raises(ProcessGone):
+            sw._infos_next.result(timeout=10)
+        sw.cycle()  # takes in the answer: the process is gone
+        assert sw.gone
+    finally:
+        src.gate.set()
+        if sw.pool is not None:
+            sw.pool.shutdown(wait=True)

@@ -126,6 +126,9 @@ class TaskWatcher:
         self.full_listing_at = 0.0
         self.listed_at = 0.0
         self._listing: Future[tuple[SampleListing, float | None]] | None = None
+        # its running samples' transcripts are read without asking the eval (the sample
+        # buffer): then the source's requests to the eval need not hold up a cycle
+        self.buffered = False
 
     @property
     def finished(self) -> bool:
@@ -161,6 +164,7 @@ class TaskWatcher:
         pop_moved = getattr(self.source, "moved_samples", None)
         if pop_moved is not None:
             moved = pop_moved(self.task)
+            self.buffered = moved is not None
             if moved is not None:
                 match = self.opts.selector.sample_matches
                 moved = {k for k in moved if match(*k) and self.opts.owns(*k)}
@@ -432,12 +436,38 @@ class SourceWatcher:
         self._all_done_since: float | None = None
         self.last_poll_at: float | None = None
         self._failures = 0
+        self._infos: list[TaskInfo] | None = None
+        self._infos_next: Future[list[TaskInfo]] | None = None
+
+    def _task_infos(self) -> list[TaskInfo]:
+        """The source's tasks, as of this cycle or the one before.
+
+        Asking for them is a request the eval's event loop answers, late when hundreds
+        of agents keep it busy (a second and more). Once every task's running samples
+        are read from the sample buffer, nothing else in a cycle waits for the eval, so
+        the request runs beside the cycle and its answer is used by the next one; a
+        finding must not wait a second for a task list that rarely changes. The
+        source's errors (the process gone, a refused connection) surface one cycle
+        later, the same way.
+        """
+        if (self.pool is None or self._infos is None or not self.tasks
+                or not all(t.buffered for t in self.tasks.values() if not t.finished)):
+            self._infos_next = None
+            self._infos = self.source.tasks()
+            return self._infos
+        pending = self._infos_next
+        if pending is not None and pending.done():
+            self._infos_next = None
+            self._infos = pending.result()  # re-raises the source's error
+        if self._infos_next is None:
+            self._infos_next = self.pool.submit(self.source.tasks)
+        return self._infos
 
     def cycle(self) -> None:
         """One pass over the source; never raises for source faults."""
         now = time.time()
         try:
-            infos = self.source.tasks()
+            infos = self._task_infos()
             for info in infos:
                 if not self.opts.selector.task_matches(info):
                     continue
