@@ -204,6 +204,30 @@ def test_fuzzy_length_bound_changes_no_finding(seq: list[str]) -> None:
     assert fast == slow
 
 
+BOUNDARY = load_text(_DIR, """
+id: boundary
+title: fuzzy repeat on the threshold
+category: repeated_tool_call
+severity: info
+events: [tool]
+needs: content
+detect:
+  repeat: {key: arguments, count: 2, window: {events: 4}, similarity: 92}
+""", name="boundary.yaml", library=False)
+
+
+def test_a_pair_exactly_on_the_similarity_is_compared() -> None:
+    """135 and 115 characters: rapidfuzz rates them 92.0, exactly the threshold, and the
+    length bound must not skip them (in floats, (1 - 92/100) * 250 is below 20)."""
+    from rapidfuzz import fuzz
+
+    a, b = "x" * 135, "x" * 115
+    assert fuzz.ratio(a, b, score_cutoff=92) == 92.0
+    found = feed_all(BOUNDARY, [{"function": "bash", "arguments": a},
+                                {"function": "bash", "arguments": b}])
+    assert [(f.status, f.count) for f in found] == [("open", 2), ("ended", 2)]
+
+
 def _excerpt_reference(e: dict) -> tuple[str, bool]:
     """The excerpt of a tool call formatted in full (what the shortcut must equal)."""
     from watcher.engine.detectors import EXCERPT_WIDTH as W

@@ -711,12 +711,13 @@ class RepeatState(RuleState):
         need = self.spec.count
         if sim is None or exact >= need:
             return exact
-        # ratio >= sim needs |len(a) - len(b)| <= (1 - sim/100) * (len(a) + len(b))
-        # (the Indel distance is at least the length difference)
-        slack = 1.0 - sim / 100.0
+        # ratio >= sim needs |len(a) - len(b)| <= (100 - sim) / 100 * (len(a) + len(b))
+        # (the Indel distance is at least the length difference); both sides times 100,
+        # so a pair exactly on the boundary (ratio == sim) is not lost to a rounding
+        room = 100.0 - sim
         n = len(nkey)
         keys = [k for k in (x.nkey for x in self.win) if k is not None and k != nkey
-                and abs(len(k) - n) <= slack * (len(k) + n)]
+                and abs(len(k) - n) * 100 <= room * (len(k) + n)]
         left = len(keys)
         found = exact
         ratio = fuzz.ratio
