@@ -444,11 +444,11 @@ class SourceWatcher:
 
         Asking for them is a request the eval's event loop answers, late when hundreds
         of agents keep it busy (a second and more). Once every task's running samples
-        are read from the sample buffer, nothing else in a cycle waits for the eval, so
-        the request runs beside the cycle and its answer is used by the next one; a
-        finding must not wait a second for a task list that rarely changes. The
-        source's errors (the process gone, a refused connection) surface one cycle
-        later, the same way.
+        are read from the sample buffer, the cycle's reads of them do not wait for the
+        eval, so neither does the task list: the request runs beside the cycle and its
+        answer is used by the next one (a finding must not wait a second for a list
+        that rarely changes). The source's errors (the process gone, a refused
+        connection) surface one cycle later, the same way.
         """
         if (self.pool is None or self._infos is None or not self.tasks
                 or not all(t.buffered for t in self.tasks.values() if not t.finished)):
