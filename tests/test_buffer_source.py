@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -356,8 +357,6 @@ class SlowTasksSource(MovedSource):
 
     def __init__(self, task: TaskInfo) -> None:
         super().__init__()
-        import threading
-
         self.task = task
         self.gate = threading.Event()
         self.gate.set()
