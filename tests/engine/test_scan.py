@@ -144,6 +144,20 @@ def test_a_scan_that_gives_up_hands_over_to_re() -> None:
     assert scanner.hits("cat \u00e9") is None
 
 
+def test_a_scanner_with_few_patterns_leaves_every_text_to_re() -> None:
+    """A call into RE2 costs more than a rule's literal-guarded ``re`` search when only
+    a few patterns share the text, so such a scanner answers ``None`` (ask ``re``)
+    until enough patterns join it."""
+    scanner = Scanner(min_patterns=3)
+    i = scanner.add(r"\bcat\s")
+    scanner.add(r"\bgrep\s")
+    assert scanner.hits("cat x") is None
+    assert scanner._sets is None
+    scanner.add(r"\bhead\s")
+    assert scanner.hits("cat x") == frozenset({i})
+    assert scanner.hits("dog x") == frozenset()
+
+
 def test_rules_still_match_when_every_scan_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
     from watcher.engine import scan
 

@@ -29,7 +29,7 @@ from watcher.engine.errors import (
     UnknownReferenceError,
     WrongTypeError,
 )
-from watcher.engine.scan import Scanner
+from watcher.engine.scan import RULE_SCAN_MIN_PATTERNS, Scanner
 from watcher.engine.scan import available as scan_available
 from watcher.engine.yamlsrc import Doc, Path_
 
@@ -855,7 +855,8 @@ class PredicateCompiler:
                     search = _combine(compiled, flags, lowered=icase)
                     tests.append(lambda t, s=search: s(t) is not None)  # type: ignore[misc]
                     if scan_available():
-                        scanner = self.registry.scanners.setdefault(ckey, Scanner())
+                        scanner = self.registry.scanners.setdefault(
+                            ckey, Scanner(RULE_SCAN_MIN_PATTERNS))
                         scanned = [(scanner.add(c.pattern, c.flags), c.search)
                                    for c in compiled]
         for key in ("contains", "any_of", "all_of", "equals"):
