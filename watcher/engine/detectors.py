@@ -542,6 +542,11 @@ class RepeatSpec:
         src, steps = self.key.source, self.normalise
         return tuple(("repeat-key", src, steps[:k]) for k in range(len(steps) + 1))
 
+    @cached_property
+    def part_keys(self) -> tuple[tuple[Any, ...], ...]:
+        """:func:`part_keys` of each field of a plain-fields key (empty otherwise)."""
+        return tuple(part_keys(f, self.normalise) for f in self.key.parts or ())
+
     def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
         return RepeatState(rule, watch, self)
 
@@ -573,15 +578,41 @@ def part_text(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...]
     the unseen rule read the same fields (``arguments``, ``result``) through the same
     first normalisers, and each field is normalised once per event.
     """
-    ck = ("part", name, steps)
-    t: str | None = cache.get(ck)
+    return part_chain(e, cache, name, steps, part_keys(name, steps))
+
+
+def part_keys(name: str, steps: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """The cache keys of :func:`part_chain`: ``[k]`` holds the text after ``steps[:k]``."""
+    return tuple(("part", name, steps[:k]) for k in range(len(steps) + 1))
+
+
+def part_chain(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...],
+               keys: tuple[Any, ...]) -> str:
+    """:func:`part_text` with its cache keys made beforehand (by :func:`part_keys`).
+
+    Repeat rules read several fields through several normalisers on every event they
+    match; building the keys once per rule rather than per call saves a tuple and a
+    hash per lookup. Starts from the longest prefix of ``steps`` already done.
+    """
+    n = len(steps)
+    t: str | None = cache.get(keys[n])
+    if t is not None:
+        return t
+    k = n - 1
+    while k >= 0:
+        t = cache.get(keys[k])
+        if t is not None:
+            break
+        k -= 1
     if t is None:
-        if steps:
-            t = normalise_text(part_text(e, cache, name, steps[:-1]), steps[-1:])
-        else:
-            v = e.get(name)
-            t = "\x00" if v is None else unmark(v) if v.__class__ is str else key_text(v)
-        cache[ck] = t
+        v = e.get(name)
+        t = "\x00" if v is None else unmark(v) if v.__class__ is str else key_text(v)
+        cache[keys[0]] = t
+        k = 0
+    while k < n:
+        t = normalise_text(t, steps[k:k + 1])
+        k += 1
+        cache[keys[k]] = t
     return t
 
 
@@ -624,34 +655,40 @@ class RepeatState(RuleState):
         # the entries behind ``recent``, for opening a cycle (only cycle rules do)
         self.recent_entries: deque[_Entry] | None = (
             deque(maxlen=self.recent.maxlen) if spec.cycles else None)
-        self.raw_now = ""  # the current event's raw key: a finding shows the latest one
+        # the current event's raw key (see raw_key_text): a finding shows the latest one
+        self.raw_now: Any = ""
         self.step_keys = spec.step_keys
         self.cache_key = spec.step_keys[-1]
         self.result_cache_key = ("result-key", spec.result_key.source if spec.result_key else "")
 
-    def _read_key(self, e: Event, cache: dict[Any, Any]) -> tuple[str, int, str]:
+    def _read_key(self, e: Event, cache: dict[Any, Any]) -> tuple[Any, int, str]:
         """``(raw key, its hash, normalised key)``, cached for the current event.
 
         Every step is cached under its own prefix of normalisers, so another rule on
         the same key (``[whitespace]`` beside ``[whitespace, case]``, in either order)
         starts from the longest prefix already done. A key of plain fields whose first
         normaliser is ``whitespace`` is normalised field by field (see
-        :func:`part_text`), so rules keyed on overlapping fields share that work.
+        :func:`part_chain`), so rules keyed on overlapping fields share that work; its
+        raw key is then the tuple of the fields' raw texts (see :func:`raw_key_text`):
+        comparing and hashing it needs no joined copy of the fields.
         """
         steps = self.spec.normalise
         keys = self.step_keys  # keys[k]: after the first k normalisers
         parts = self.spec.key.parts
         if parts is not None and steps and steps[0] == "whitespace":
-            got = cache.get(keys[0]) or self._read_raw(e, cache)
+            pkeys = self.spec.part_keys
             if len(parts) == 1:
-                norm = part_text(e, cache, parts[0], steps)
+                norm = part_chain(e, cache, parts[0], steps, pkeys[0])
             else:
                 # the same text as normalising the joined key: its separator is
                 # whitespace, and an empty field leaves no trace after ``whitespace``
-                norm = " ".join([t for t in (part_text(e, cache, f, steps) for f in parts)
-                                 if t])
-            got = cache[keys[-1]] = (got[0], got[1], norm)
-            return got
+                texts = [part_chain(e, cache, parts[i], steps, pkeys[i])
+                         for i in range(len(parts))]
+                norm = " ".join([t for t in texts if t])
+            raw = tuple([cache[k[0]] for k in pkeys])  # each field's raw text, cached above
+            hit: tuple[Any, int, str] = (raw, hash(raw), norm)
+            cache[keys[-1]] = hit
+            return hit
         done = len(steps) - 1
         got = None
         while done >= 0:  # the longest prefix another rule has done (not all: a miss)
@@ -662,10 +699,10 @@ class RepeatState(RuleState):
         if got is None:
             got = self._read_raw(e, cache)
             done = 0
-        raw, rawh, norm = got
+        raw_text, rawh, norm = got
         for k in range(done, len(steps)):
             norm = normalise_text(norm, steps[k:k + 1])
-            got = cache[keys[k + 1]] = (raw, rawh, norm)
+            got = cache[keys[k + 1]] = (raw_text, rawh, norm)
         return got
 
     def _read_raw(self, e: Event, cache: dict[Any, Any]) -> tuple[str, int, str]:
@@ -919,12 +956,19 @@ class RepeatState(RuleState):
         f["repetitions"] = ep.count // period
         f["exact"] = distinct_keys <= (period if period > 1 else 1)
         f["similarity"] = round(ep.data["min_sim"], 1)
-        f["key"] = _short_key(self.raw_now)  # members grow in order: the last one is now
+        # members grow in order: the last one is now
+        f["key"] = _short_key(raw_key_text(self.raw_now))
         if self.spec.result_key is not None:
             f["distinct_results"] = len(results)
             identical = len(results) <= (period if period > 1 else 1)
             f["results_identical"] = identical
             f["results_changed"] = not identical
+
+
+def raw_key_text(raw: Any) -> str:
+    """A raw key as text: a field-by-field key's raw key is the tuple of its fields'
+    texts (see ``RepeatState._read_key``), joined here only when a finding shows it."""
+    return raw if raw.__class__ is str else "\x1f".join(raw)
 
 
 def _short_key(text: str, width: int = EXCERPT_WIDTH) -> str:
@@ -1579,6 +1623,12 @@ class UnseenSpec:
     def min_count(self) -> int:
         return 1
 
+    @cached_property
+    def fold_keys(self) -> tuple[Any, ...] | None:
+        """:func:`part_keys` of ``field`` folded by ``_FOLD``, when it is one plain field."""
+        parts = self.field.parts
+        return part_keys(parts[0], _FOLD) if parts is not None and len(parts) == 1 else None
+
     def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
         return UnseenState(rule, watch, self)
 
@@ -1639,11 +1689,10 @@ class UnseenState(EpisodicState):
         if spec.seen_in(e):
             out = spec.field.get(e)
             if out is not None:
-                parts = spec.field.parts
+                fold = spec.fold_keys
                 # a plain field: the repeat rules may have folded it for this event already
-                text = (part_text(e, self.watch.cache, parts[0], _FOLD)
-                        if parts is not None and len(parts) == 1
-                        else normalise_text(key_text(out), _FOLD))
+                text = (part_chain(e, self.watch.cache, fold[0][1], _FOLD, fold)
+                        if fold is not None else normalise_text(key_text(out), _FOLD))
                 # the server's truncation mark (read as CUT_MARK) is not output
                 self.remember(text[:-len(CUT_MARK)] if out.__class__ is str
                               and out.endswith("…") else text)
