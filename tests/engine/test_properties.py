@@ -311,6 +311,16 @@ def test_key_normalised_field_by_field_equals_the_joined_key(
     assert " ".join(t for t in parts if t) == normalise_text(key_text(values), steps)
 
 
+@settings(max_examples=600, deadline=None)
+@given(st.text(alphabet=" a.\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\u00a0\u2028\u3000é", max_size=30))
+def test_collapse_ws_is_split_and_join(text: str) -> None:
+    """The shortcut for already-collapsed text must never keep whitespace that
+    ``str.split()`` would have removed (every ASCII and Unicode kind of it)."""
+    from watcher.engine.detectors import collapse_ws
+
+    assert collapse_ws(text) == " ".join(text.split())
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="aZ 7\t\n\u0663\u00a0.Σ", max_size=40))
 def test_near_norm_matches_its_regex_definition(text: str) -> None:

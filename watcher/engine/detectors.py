@@ -126,7 +126,7 @@ def _excerpt_parts(e: Event) -> tuple[str, bool]:
         args = unmark(args) if isinstance(args, str) else ""
         if len(args) > 4 * EXCERPT_WIDTH:
             # only the head is shown: format that much (the same text when it is cut)
-            head = " ".join(f"{e.get('function')}({args[: 4 * EXCERPT_WIDTH]}".split())
+            head = collapse_ws(f"{e.get('function')}({args[: 4 * EXCERPT_WIDTH]}")
             if len(head) > EXCERPT_WIDTH:
                 return head[: EXCERPT_WIDTH - 1], True
         text = f"{e.get('function')}({args})"
@@ -139,10 +139,10 @@ def _excerpt_parts(e: Event) -> tuple[str, bool]:
         text = str(e.get("data") or e.get("message") or t)
     text = str(text)
     if len(text) > 4 * EXCERPT_WIDTH:  # collapse a prefix, not a whole file's worth of text
-        head = " ".join(text[: 4 * EXCERPT_WIDTH].split())
+        head = collapse_ws(text[: 4 * EXCERPT_WIDTH])
         if len(head) > EXCERPT_WIDTH:
             return head[: EXCERPT_WIDTH - 1], True
-    text = " ".join(text.split())
+    text = collapse_ws(text)
     return (text, False) if len(text) <= EXCERPT_WIDTH else (text[: EXCERPT_WIDTH - 1], True)
 
 
@@ -551,6 +551,26 @@ class RepeatSpec:
         return RepeatState(rule, watch, self)
 
 
+# ASCII whitespace other than the space (what str.split() also splits on), and a run
+# of spaces: a text with none of them, and no space at either end, is already collapsed
+_UNCOLLAPSED = ("\n", "  ", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+
+
+def collapse_ws(text: str) -> str:
+    """``" ".join(text.split())``: runs of whitespace as one space, none at the ends.
+
+    Most tool arguments (one-line commands, JSON) are collapsed already; telling so
+    by a few substring tests costs a third of splitting them into words and joining
+    them again, and returns the text itself (its hash, once computed, is kept).
+    """
+    if text.isascii() and text[:1] != " " and text[-1:] != " ":
+        for c in _UNCOLLAPSED:
+            if c in text:
+                return " ".join(text.split())
+        return text
+    return " ".join(text.split())
+
+
 def normalise_text(text: str, steps: tuple[str, ...]) -> str:
     """Apply repeat-key normalisers in order (see ``NORMALISERS``)."""
     if not steps:
@@ -561,7 +581,7 @@ def normalise_text(text: str, steps: tuple[str, ...]) -> str:
         text = text.replace("…", "...")
     for n in steps:
         if n == "whitespace":
-            text = " ".join(text.split())
+            text = collapse_ws(text)
         elif n == "case":
             text = lower(text)
         elif n == "paths":
@@ -1063,7 +1083,7 @@ def _near_text(value: Any) -> str:
 def _near_norm(text: str) -> str:
     # split() and join() are twice as fast as the regex ``\s+`` and mean the same; most
     # texts have no digit for the (Unicode) number regex to replace
-    text = lower(" ".join(text.split()))
+    text = lower(collapse_ws(text))
     if text.isascii() and not any(d in text for d in "0123456789"):
         return text
     return _NUM.sub("#", text)
