@@ -542,9 +542,11 @@ class RepeatSpec:
         src, steps = self.key.source, self.normalise
         return tuple(("repeat-key", src, steps[:k]) for k in range(len(steps) + 1))
 
-    @cached_property
+    @property
     def part_keys(self) -> tuple[tuple[Any, ...], ...]:
-        """:func:`part_keys` of each field of a plain-fields key (empty otherwise)."""
+        """:func:`part_keys` of each field of a plain-fields key (empty otherwise); made
+        anew on each call (mypyc compiles ``cached_property`` as a plain property), so
+        states keep their own."""
         return tuple(part_keys(f, self.normalise) for f in self.key.parts or ())
 
     def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
@@ -601,9 +603,19 @@ def part_text(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...]
     return part_chain(e, cache, name, steps, part_keys(name, steps))
 
 
+_PART_KEYS: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, str, tuple[str, ...]], ...]] = {}
+
+
 def part_keys(name: str, steps: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    """The cache keys of :func:`part_chain`: ``[k]`` holds the text after ``steps[:k]``."""
-    return tuple(("part", name, steps[:k]) for k in range(len(steps) + 1))
+    """The cache keys of :func:`part_chain`: ``[k]`` holds the text after ``steps[:k]``.
+
+    One tuple per (field, normalisers), shared by every rule state that reads it.
+    """
+    got = _PART_KEYS.get((name, steps))
+    if got is None:
+        got = _PART_KEYS[(name, steps)] = tuple(
+            ("part", name, steps[:k]) for k in range(len(steps) + 1))
+    return got
 
 
 def part_chain(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...],
@@ -678,6 +690,7 @@ class RepeatState(RuleState):
         # the current event's raw key (see raw_key_text): a finding shows the latest one
         self.raw_now: Any = ""
         self.step_keys = spec.step_keys
+        self.part_keys = spec.part_keys
         self.cache_key = spec.step_keys[-1]
         self.result_cache_key = ("result-key", spec.result_key.source if spec.result_key else "")
 
@@ -696,7 +709,7 @@ class RepeatState(RuleState):
         keys = self.step_keys  # keys[k]: after the first k normalisers
         parts = self.spec.key.parts
         if parts is not None and steps and steps[0] == "whitespace":
-            pkeys = self.spec.part_keys
+            pkeys = self.part_keys
             if len(parts) == 1:
                 norm = part_chain(e, cache, parts[0], steps, pkeys[0])
             else:
@@ -1643,9 +1656,10 @@ class UnseenSpec:
     def min_count(self) -> int:
         return 1
 
-    @cached_property
+    @property
     def fold_keys(self) -> tuple[Any, ...] | None:
-        """:func:`part_keys` of ``field`` folded by ``_FOLD``, when it is one plain field."""
+        """:func:`part_keys` of ``field`` folded by ``_FOLD``, when it is one plain field
+        (made on each call: states keep their own)."""
         parts = self.field.parts
         return part_keys(parts[0], _FOLD) if parts is not None and len(parts) == 1 else None
 
@@ -1668,6 +1682,7 @@ class UnseenState(EpisodicState):
         # match cannot span two texts): one string instead of one object per text.
         # New texts wait in ``fresh`` and are joined in batches: rebuilding the string
         # for every output copied all of it each time
+        self.fold_keys = spec.fold_keys
         self.blob = ""
         self.lens: list[int] = []
         self.fresh: list[str] = []
@@ -1709,7 +1724,7 @@ class UnseenState(EpisodicState):
         if spec.seen_in(e):
             out = spec.field.get(e)
             if out is not None:
-                fold = spec.fold_keys
+                fold = self.fold_keys
                 # a plain field: the repeat rules may have folded it for this event already
                 text = (part_chain(e, self.watch.cache, fold[0][1], _FOLD, fold)
                         if fold is not None else normalise_text(key_text(out), _FOLD))
