@@ -885,7 +885,7 @@ class PredicateCompiler:
             # the regex test (tests[0]) asks the shared scan first, then `re` only for
             # the patterns the scan reported; texts it cannot answer for use `re` alone
             scanner = self.registry.scanners[ckey]
-            hkey = ("hits", ckey)
+            hkey = "hits" + repr(ckey)  # a string: its hash is kept (a tuple's is not)
             plain = tests[0]
             rest = tuple(tests[1:])
 
@@ -899,18 +899,20 @@ class PredicateCompiler:
                     return False
                 return any(i in hits and s(t) is not None for i, s in scanned)
 
+        tkey = "text" + repr(ckey)  # the cache key of the prepared text (see hkey)
+
         def text_pred(e: dict[str, Any]) -> bool:
             cur = _TEXT_CACHE[0]
             if cur[0] is not e:  # one (event, texts) pair: rules share the prepared text
                 cur = (e, {})
                 _TEXT_CACHE[0] = cur
             cache = cur[1]
-            t = cache.get(ckey)
+            t = cache.get(tkey)
             if t is None:
                 v = get(e)
                 t = "" if v is None else prep(bound_text(unmark(v) if isinstance(v, str)
                                                          else _to_text(v)))
-                cache[ckey] = t
+                cache[tkey] = t
             if not t:
                 return False
             if scanned:

@@ -14,7 +14,6 @@ import statistics
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import fuzz
@@ -535,15 +534,16 @@ class RepeatSpec:
     def min_count(self) -> int:
         return self.count
 
-    @cached_property
-    def step_keys(self) -> tuple[Any, ...]:
+    @property
+    def step_keys(self) -> tuple[str, ...]:
         """Per-event cache keys of this key after ``k`` normalisers, for ``k`` from 0 (the
-        raw key) to all of them (the last one is the rule's own key)."""
+        raw key) to all of them (the last one is the rule's own key); see
+        :func:`cache_key` (made on each call: states keep their own)."""
         src, steps = self.key.source, self.normalise
-        return tuple(("repeat-key", src, steps[:k]) for k in range(len(steps) + 1))
+        return tuple(cache_key("repeat-key", src, steps[:k]) for k in range(len(steps) + 1))
 
     @property
-    def part_keys(self) -> tuple[tuple[Any, ...], ...]:
+    def part_keys(self) -> tuple[tuple[str, ...], ...]:
         """:func:`part_keys` of each field of a plain-fields key (empty otherwise); made
         anew on each call (mypyc compiles ``cached_property`` as a plain property), so
         states keep their own."""
@@ -600,10 +600,17 @@ def part_text(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...]
     return part_chain(e, cache, name, steps, part_keys(name, steps))
 
 
-_PART_KEYS: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, str, tuple[str, ...]], ...]] = {}
+def cache_key(kind: str, *parts: object) -> str:
+    """A per-event cache key: a string, whose hash Python keeps, where a tuple of the
+    same parts is hashed anew (element by element) on every lookup. ``repr`` keeps
+    distinct parts distinct."""
+    return kind + repr(parts)
 
 
-def part_keys(name: str, steps: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+_PART_KEYS: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+
+
+def part_keys(name: str, steps: tuple[str, ...]) -> tuple[str, ...]:
     """The cache keys of :func:`part_chain`: ``[k]`` holds the text after ``steps[:k]``.
 
     One tuple per (field, normalisers), shared by every rule state that reads it.
@@ -611,7 +618,7 @@ def part_keys(name: str, steps: tuple[str, ...]) -> tuple[tuple[str, str, tuple[
     got = _PART_KEYS.get((name, steps))
     if got is None:
         got = _PART_KEYS[(name, steps)] = tuple(
-            ("part", name, steps[:k]) for k in range(len(steps) + 1))
+            cache_key("part", name, steps[:k]) for k in range(len(steps) + 1))
     return got
 
 
@@ -689,7 +696,8 @@ class RepeatState(RuleState):
         self.step_keys = spec.step_keys
         self.part_keys = spec.part_keys
         self.cache_key = spec.step_keys[-1]
-        self.result_cache_key = ("result-key", spec.result_key.source if spec.result_key else "")
+        self.result_cache_key = cache_key(
+            "result-key", spec.result_key.source if spec.result_key else "")
 
     def _read_key(self, e: Event, cache: dict[Any, Any]) -> tuple[Any, int, str]:
         """``(raw key, its hash, normalised key)``, cached for the current event.
@@ -1654,7 +1662,7 @@ class UnseenSpec:
         return 1
 
     @property
-    def fold_keys(self) -> tuple[Any, ...] | None:
+    def fold_keys(self) -> tuple[str, ...] | None:
         """:func:`part_keys` of ``field`` folded by ``_FOLD``, when it is one plain field
         (made on each call: states keep their own)."""
         parts = self.field.parts
@@ -1680,6 +1688,7 @@ class UnseenState(EpisodicState):
         # New texts wait in ``fresh`` and are joined in batches: rebuilding the string
         # for every output copied all of it each time
         self.fold_keys = spec.fold_keys
+        self.fold_field = spec.field.parts[0] if spec.field.parts else ""
         self.blob = ""
         self.lens: list[int] = []
         self.fresh: list[str] = []
@@ -1723,7 +1732,7 @@ class UnseenState(EpisodicState):
             if out is not None:
                 fold = self.fold_keys
                 # a plain field: the repeat rules may have folded it for this event already
-                text = (part_chain(e, self.watch.cache, fold[0][1], _FOLD, fold)
+                text = (part_chain(e, self.watch.cache, self.fold_field, _FOLD, fold)
                         if fold is not None else normalise_text(key_text(out), _FOLD))
                 # the server's truncation mark (read as CUT_MARK) is not output
                 self.remember(text[:-len(CUT_MARK)] if out.__class__ is str
