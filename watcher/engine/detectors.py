@@ -572,21 +572,25 @@ def collapse_ws(text: str) -> str:
 
 def normalise_text(text: str, steps: tuple[str, ...]) -> str:
     """Apply repeat-key normalisers in order (see ``NORMALISERS``)."""
-    if not steps:
-        return text
+    for n in steps:
+        text = normalise_step(text, n)
+    return text
+
+
+def normalise_step(text: str, step: str) -> str:
+    """One repeat-key normaliser (see ``NORMALISERS``)."""
     if not text.isascii() and "…" in text:
         # the server's truncation mark compares as "..."; one non-ASCII character
         # would also double the size of every stored key
         text = text.replace("…", "...")
-    for n in steps:
-        if n == "whitespace":
-            text = collapse_ws(text)
-        elif n == "case":
-            text = lower(text)
-        elif n == "paths":
-            text = _PATHRX.sub("<path>", text)
-        elif n == "numbers":
-            text = _NUM.sub("#", text)
+    if step == "whitespace":
+        return collapse_ws(text)
+    if step == "case":
+        return lower(text)
+    if step == "paths":
+        return _PATHRX.sub("<path>", text)
+    if step == "numbers":
+        return _NUM.sub("#", text)
     return text
 
 
@@ -646,7 +650,7 @@ def part_chain(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...
         cache[keys[0]] = t
         k = 0
     while k < n:
-        t = normalise_text(t, steps[k:k + 1])
+        t = normalise_step(t, steps[k])
         k += 1
         cache[keys[k]] = t
     return t
@@ -739,7 +743,7 @@ class RepeatState(RuleState):
             done = 0
         raw_text, rawh, norm = got
         for k in range(done, len(steps)):
-            norm = normalise_text(norm, steps[k:k + 1])
+            norm = normalise_step(norm, steps[k])
             got = cache[keys[k + 1]] = (raw_text, rawh, norm)
         return got
 
