@@ -226,13 +226,16 @@ def main() -> None:
               "inside the trace, so whatever the state keeps of them counts):")
         top = min(50_000, len(raw))
         shown = sorted({m for m in (0, 1_000, 10_000, top) if m <= top})
-        marks = sorted({*shown, *(m for m in range(500, 10_001, 500) if m <= top)})
+        # every 500 events to 10,000, then every 2,500: window contents move the figure
+        # by several KB from one checkpoint to the next
+        marks = sorted({*shown, *(m for m in range(500, 10_001, 500) if m <= top),
+                        *range(12_500, top + 1, 2_500)})
         held = state_bytes(engine, raw, marks)
         for n in shown:
             print(f"  {n:>7,} events: {held[n] / 1024:8.1f} KB held")
         busy = [v for k, v in held.items() if k >= 500]
         print(f"  largest at any of {len(busy)} checkpoints (every 500 events to 10,000, "
-              f"and {top:,}): {max(busy) / 1024:.1f} KB")
+              f"then every 2,500 to {top:,}): {max(busy) / 1024:.1f} KB")
 
     if args.profile:
         prof = cProfile.Profile()

@@ -527,8 +527,10 @@ class RepeatSpec:
                       "make window.events >= count")
             return None
         pc.fields |= key.fields | (rkey.fields if rkey else set())
-        return cls(key, count, window, rkey, float(sim) if sim is not None else None,
+        spec = cls(key, count, window, rkey, float(sim) if sim is not None else None,
                    tuple(norm), cycles, consecutive)
+        _ = spec.step_keys, spec.part_keys  # made now, shared by every sample's state
+        return spec
 
     @property
     def min_count(self) -> int:
@@ -538,15 +540,14 @@ class RepeatSpec:
     def step_keys(self) -> tuple[str, ...]:
         """Per-event cache keys of this key after ``k`` normalisers, for ``k`` from 0 (the
         raw key) to all of them (the last one is the rule's own key); see
-        :func:`cache_key` (made on each call: states keep their own)."""
+        :func:`cache_key`. One tuple per (key, normalisers), made when the rule loads
+        (mypyc compiles ``cached_property`` as a plain property: see ``_KEYS``)."""
         src, steps = self.key.source, self.normalise
-        return tuple(cache_key("repeat-key", src, steps[:k]) for k in range(len(steps) + 1))
+        return _memo_keys("repeat-key", (src,), steps)
 
     @property
     def part_keys(self) -> tuple[tuple[str, ...], ...]:
-        """:func:`part_keys` of each field of a plain-fields key (empty otherwise); made
-        anew on each call (mypyc compiles ``cached_property`` as a plain property), so
-        states keep their own."""
+        """:func:`part_keys` of each field of a plain-fields key (empty otherwise)."""
         return tuple(part_keys(f, self.normalise) for f in self.key.parts or ())
 
     def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
@@ -611,19 +612,22 @@ def cache_key(kind: str, *parts: object) -> str:
     return kind + repr(parts)
 
 
-_PART_KEYS: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+# cache-key tuples by (kind, names, normalisers): made once and shared by every
+# sample's rule states (a sample's state holds references, not copies)
+_KEYS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[str, ...]] = {}
+
+
+def _memo_keys(kind: str, names: tuple[str, ...], steps: tuple[str, ...]) -> tuple[str, ...]:
+    got = _KEYS.get((kind, names, steps))
+    if got is None:
+        got = _KEYS[(kind, names, steps)] = tuple(
+            cache_key(kind, *names, steps[:k]) for k in range(len(steps) + 1))
+    return got
 
 
 def part_keys(name: str, steps: tuple[str, ...]) -> tuple[str, ...]:
-    """The cache keys of :func:`part_chain`: ``[k]`` holds the text after ``steps[:k]``.
-
-    One tuple per (field, normalisers), shared by every rule state that reads it.
-    """
-    got = _PART_KEYS.get((name, steps))
-    if got is None:
-        got = _PART_KEYS[(name, steps)] = tuple(
-            cache_key("part", name, steps[:k]) for k in range(len(steps) + 1))
-    return got
+    """The cache keys of :func:`part_chain`: ``[k]`` holds the text after ``steps[:k]``."""
+    return _memo_keys("part", (name,), steps)
 
 
 def part_chain(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...],
@@ -1116,9 +1120,10 @@ class ThresholdState(RuleState):
         super().__init__(rule, watch)
         self.spec = spec
         self.need = spec.count
-        # matching events only, as (population index, ts, event): bounded by the window;
-        # created on the first match (most samples never match most threshold rules)
-        self.q: deque[tuple[int, float, Event]] | tuple[()] = ()
+        # matching events only, as (population index, ts, mark, similarity value): bounded
+        # by the window; created on the first match (most samples never match most
+        # threshold rules). Marks, not events: the window must not keep agent text alive
+        self.q: deque[tuple[int, float, tuple[Any, str, Any, Any, bool], Any]] | tuple[()] = ()
         self.qlen = spec.window.events or SECONDS_WINDOW_CAP
         self.idx = 0
 
@@ -1136,11 +1141,17 @@ class ThresholdState(RuleState):
                      (sec is not None and ts - q[0][1] > sec)):
             q.popleft()
 
-    def _near(self, ep: Episode, e: Event) -> None:
+    def _add(self, ep: Episode, mark: tuple[Any, str, Any, Any, bool], value: Any,
+             ts: float) -> None:
+        ep.add_mark(mark, ts)
+        _note_kind(ep, mark[2], mark[3])
+        self._near(ep, value)
+
+    def _near(self, ep: Episode, value: Any) -> None:
         """Group texts of the episode by near-identity; the largest group is the fact."""
         if self.spec.similarity_key is None:
             return
-        text = _near_text(self.spec.similarity_key.get(e))
+        text = _near_text(value)
         groups: list[list[Any]] = ep.data.setdefault("groups", [])
         for g in groups:
             if fuzz.ratio(text, g[0], score_cutoff=_NEAR) > 0:
@@ -1168,19 +1179,21 @@ class ThresholdState(RuleState):
         q = self.q
         if q.__class__ is tuple:
             q = self.q = deque(maxlen=self.qlen)
-        q.append((self.idx, ts, e))  # type: ignore[union-attr]
+        cache = self.watch.cache
+        mark = cache.get("mark")
+        if mark is None:
+            mark = cache["mark"] = mark_of(e)
+        skey = self.spec.similarity_key
+        value = skey.get(e) if skey is not None else None
+        q.append((self.idx, ts, mark, value))  # type: ignore[union-attr]
         if ep is not None:
-            ep.add(e, ts)
-            self.common(ep, e)
-            self._near(ep, e)
+            self._add(ep, mark, value, ts)
             ep.facts["window_count"] = len(self.q)
             return self.update(ep)
         if len(self.q) >= self.spec.count:
             ep = self.open(ts)
-            for _, t, x in self.q:
-                ep.add(x, t)
-                self.common(ep, x)
-                self._near(ep, x)
+            for _, t, m, v in self.q:
+                self._add(ep, m, v, t)
             ep.first_seen = min(ep.timestamps) if ep.timestamps else ts
             ep.facts["window_count"] = len(self.q)
             ep.facts["window"] = self.spec.window.describe()
@@ -1659,7 +1672,9 @@ class UnseenSpec:
         if (val is None or when is None or seen_in is None or fld is None or keep is None
                 or min_length is None or ("gap" in value and gap is None)):
             return None
-        return cls(val, when, seen_in, fld, keep, min_length, gap)
+        spec = cls(val, when, seen_in, fld, keep, min_length, gap)
+        _ = spec.fold_keys  # made now, shared by every sample's state
+        return spec
 
     @property
     def min_count(self) -> int:
