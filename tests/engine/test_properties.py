@@ -315,10 +315,15 @@ def test_key_normalised_field_by_field_equals_the_joined_key(
 @given(st.text(alphabet=" a.\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\u00a0\u2028\u3000é", max_size=30))
 def test_collapse_ws_is_split_and_join(text: str) -> None:
     """The shortcut for already-collapsed text must never keep whitespace that
-    ``str.split()`` would have removed (every ASCII and Unicode kind of it)."""
-    from watcher.engine.detectors import collapse_ws
+    ``str.split()`` would have removed (every ASCII and Unicode kind of it); text
+    tests with ``normalize_whitespace`` read it as the regex ``\\s+`` folded and
+    stripped."""
+    import re
+
+    from watcher.engine.compile import collapse_ws
 
     assert collapse_ws(text) == " ".join(text.split())
+    assert collapse_ws(text) == re.sub(r"\s+", " ", text).strip()
 
 
 @settings(max_examples=400, deadline=None)

@@ -552,12 +552,25 @@ def unmark(text: str) -> str:
     return text
 
 
-_WS = re.compile(r"\s+")
 _EXTRA_FOLDS = {0x131: "i", 0x17F: "s"}
 
 
-def norm_ws(text: str) -> str:
-    return _WS.sub(" ", text).strip()
+def collapse_ws(text: str) -> str:
+    """``" ".join(text.split())``: runs of whitespace as one space, none at the ends
+    (what ``normalize_whitespace`` text tests, templates and repeat keys read).
+
+    Most tool arguments (one-line commands, JSON) are collapsed already; telling so
+    by a few substring tests costs a third of splitting them into words and joining
+    them again, and returns the text itself (its hash, once computed, is kept). The
+    tests: no ASCII whitespace but the space (what ``split()`` splits on besides it),
+    no run of spaces, no space at either end; the non-ASCII kinds go the long way.
+    """
+    if (text.isascii() and "\n" not in text and "  " not in text and text[:1] != " "
+            and text[-1:] != " " and "\t" not in text and "\r" not in text
+            and "\x0b" not in text and "\x0c" not in text and "\x1c" not in text
+            and "\x1d" not in text and "\x1e" not in text and "\x1f" not in text):
+        return text
+    return " ".join(text.split())
 
 
 # --------------------------------------------------------------------------- templates
@@ -588,7 +601,7 @@ class Template:
             elif isinstance(value, float):
                 out.append(f"{value:.1f}" if value != int(value) else str(int(value)))
             else:
-                s = norm_ws(str(value))
+                s = collapse_ws(str(value))
                 out.append(s if len(s) <= 200 else s[:199] + "…")
         return "".join(out)
 
@@ -817,7 +830,7 @@ class PredicateCompiler:
 
         def prep(s: str) -> str:
             if nws:
-                s = norm_ws(s)
+                s = collapse_ws(s)
             # lower() plus the two extra ASCII case equivalents of `re` (ı ~ i, ſ ~ s):
             # lower-cased text then matches exactly as IGNORECASE would
             if not icase:

@@ -23,6 +23,7 @@ from watcher.engine.compile import (
     CompiledPath,
     Ctx,
     PredicateCompiler,
+    collapse_ws,
     compile_path,
     lower,
     unmark,
@@ -552,23 +553,6 @@ class RepeatSpec:
 
     def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
         return RepeatState(rule, watch, self)
-
-
-def collapse_ws(text: str) -> str:
-    """``" ".join(text.split())``: runs of whitespace as one space, none at the ends.
-
-    Most tool arguments (one-line commands, JSON) are collapsed already; telling so
-    by a few substring tests costs a third of splitting them into words and joining
-    them again, and returns the text itself (its hash, once computed, is kept). The
-    tests: no ASCII whitespace but the space (what ``split()`` splits on besides it),
-    no run of spaces, no space at either end; the non-ASCII kinds go the long way.
-    """
-    if (text.isascii() and "\n" not in text and "  " not in text and text[:1] != " "
-            and text[-1:] != " " and "\t" not in text and "\r" not in text
-            and "\x0b" not in text and "\x0c" not in text and "\x1c" not in text
-            and "\x1d" not in text and "\x1e" not in text and "\x1f" not in text):
-        return text
-    return " ".join(text.split())
 
 
 def normalise_text(text: str, steps: tuple[str, ...]) -> str:
