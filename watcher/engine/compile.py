@@ -555,6 +555,13 @@ def unmark(text: str) -> str:
 _EXTRA_FOLDS = {0x131: "i", 0x17F: "s"}
 
 
+def cache_key(kind: str, *parts: object) -> str:
+    """A per-event cache key: a string, whose hash Python keeps, where a tuple of the
+    same parts is hashed anew (element by element) on every lookup. ``repr`` keeps
+    distinct parts distinct."""
+    return kind + repr(parts)
+
+
 def collapse_ws(text: str) -> str:
     """``" ".join(text.split())``: runs of whitespace as one space, none at the ends
     (what ``normalize_whitespace`` text tests, templates and repeat keys read).
@@ -898,7 +905,7 @@ class PredicateCompiler:
             # the regex test (tests[0]) asks the shared scan first, then `re` only for
             # the patterns the scan reported; texts it cannot answer for use `re` alone
             scanner = self.registry.scanners[ckey]
-            hkey = "hits" + repr(ckey)  # a string: its hash is kept (a tuple's is not)
+            hkey = cache_key("hits", *ckey)
             plain = tests[0]
             rest = tuple(tests[1:])
 
@@ -912,7 +919,7 @@ class PredicateCompiler:
                     return False
                 return any(i in hits and s(t) is not None for i, s in scanned)
 
-        tkey = "text" + repr(ckey)  # the cache key of the prepared text (see hkey)
+        tkey = cache_key("text", *ckey)  # the prepared text's
 
         def text_pred(e: dict[str, Any]) -> bool:
             cur = _TEXT_CACHE[0]

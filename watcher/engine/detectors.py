@@ -23,6 +23,7 @@ from watcher.engine.compile import (
     CompiledPath,
     Ctx,
     PredicateCompiler,
+    cache_key,
     collapse_ws,
     compile_path,
     lower,
@@ -587,13 +588,6 @@ def part_text(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...]
     first normalisers, and each field is normalised once per event.
     """
     return part_chain(e, cache, name, steps, part_keys(name, steps))
-
-
-def cache_key(kind: str, *parts: object) -> str:
-    """A per-event cache key: a string, whose hash Python keeps, where a tuple of the
-    same parts is hashed anew (element by element) on every lookup. ``repr`` keeps
-    distinct parts distinct."""
-    return kind + repr(parts)
 
 
 # cache-key tuples by (kind, names, normalisers): made once and shared by every
