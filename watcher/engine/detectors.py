@@ -159,6 +159,15 @@ def mark_of(e: Event) -> tuple[Any, str, Any, Any, bool]:
     return (e.get("uuid"), body, e.get("type"), e.get("function"), cut)
 
 
+def event_mark(e: Event, cache: dict[Any, Any]) -> tuple[Any, str, Any, Any, bool]:
+    """:func:`mark_of` the current event, made once per event for every rule that keeps
+    it (``cache`` is the sample's per-event cache)."""
+    mark = cache.get("mark")
+    if mark is None:
+        mark = cache["mark"] = mark_of(e)
+    return mark
+
+
 def key_text(value: Any) -> str:
     """A comparable string for a key value; lists of strings avoid JSON (hot path)."""
     if isinstance(value, str):
@@ -827,9 +836,7 @@ class RepeatState(RuleState):
             result = cache.get(self.result_cache_key)
             if result is None:
                 result = cache[self.result_cache_key] = hash(key_text(spec.result_key.get(e)))
-        mark = cache.get("mark")
-        if mark is None:
-            mark = cache["mark"] = mark_of(e)
+        mark = event_mark(e, cache)
         entry = _Entry(self.idx, ts, nkey, rawh, result, mark)
         win.append(entry)
         self.counts[nkey] = self.counts.get(nkey, 0) + 1
@@ -1157,10 +1164,7 @@ class ThresholdState(RuleState):
         q = self.q
         if q.__class__ is tuple:
             q = self.q = deque(maxlen=self.qlen)
-        cache = self.watch.cache
-        mark = cache.get("mark")
-        if mark is None:
-            mark = cache["mark"] = mark_of(e)
+        mark = event_mark(e, self.watch.cache)
         skey = self.spec.similarity_key
         value = skey.get(e) if skey is not None else None
         q.append((self.idx, ts, mark, value))  # type: ignore[union-attr]
