@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.engine.util import REF, episodes, load_text, model, run, tool
 from watcher.engine import Engine, RunContext, SampleStatus, materialise
 
@@ -131,6 +133,46 @@ def test_repeat_similarity_and_normalisation(tmp_path: Path) -> None:
     assert ep.evidence.facts["exact"] is False and ep.confidence == "medium"
     normed = load_text(tmp_path, REPEAT.format(extra="normalise: [numbers]"), name="n.yaml")
     assert len(episodes(run(normed, near))) == 1
+
+
+def test_repeat_same_result_counts_only_calls_with_one_result(tmp_path: Path) -> None:
+    calls = [tool(arguments="ls", result=r) for r in "xyxx"]
+    # without same_result the third call opens an episode of mixed results
+    (mixed,) = episodes(run(rep(tmp_path), calls))
+    assert mixed.count == 4 and mixed.evidence.facts["results_identical"] is False
+    # with it the "y" call neither counts nor hides the loop of "x" results
+    sr = load_text(tmp_path, REPEAT.format(extra="same_result: true"), name="sr.yaml")
+    (ep,) = episodes(run(sr, calls))
+    assert ep.count == 3 and ep.evidence.facts["results_identical"] is True
+    uuids = [materialise(i, c)["uuid"] for i, c in enumerate(calls)]
+    assert ep.evidence.event_uuids == (uuids[0], uuids[2], uuids[3])
+    assert ep.confidence == "high"
+
+
+def test_repeat_same_result_fuzzy(tmp_path: Path) -> None:
+    sr = load_text(tmp_path, REPEAT.format(extra="similarity: 90\n    same_result: true"),
+                   name="sr.yaml")
+    near = [f"cat /tmp/run{i}/out.txt" for i in range(4)]
+    # similar commands, one result: a loop; similar commands, each its own result: none
+    (ep,) = episodes(run(sr, [tool(arguments=a, result="same") for a in near[:3]]))
+    assert ep.count == 3 and ep.evidence.facts["exact"] is False
+    assert ep.evidence.facts["similarity"] >= 90
+    assert run(sr, [tool(arguments=a, result=a) for a in near]) == []
+
+
+def test_repeat_same_result_needs_a_result_key(tmp_path: Path) -> None:
+    from watcher.engine import RuleLoadErrors
+
+    text = REPEAT.format(extra="same_result: true").replace(
+        '    result_key: "[result, error]"\n', "")
+    with pytest.raises(RuleLoadErrors) as exc:
+        load_text(tmp_path, text)
+    (err,) = exc.value.errors
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "same_result" in t)
+    assert "same_result" in err.message and err.line == line
+    with pytest.raises(RuleLoadErrors) as exc:
+        load_text(tmp_path, REPEAT.format(extra="same_result: yes please"), name="b.yaml")
+    assert "same_result" in str(exc.value)
 
 
 def test_repeat_consecutive_breaks_on_other_call(tmp_path: Path) -> None:

@@ -204,6 +204,47 @@ def test_fuzzy_length_bound_changes_no_finding(seq: list[str]) -> None:
     assert fast == slow
 
 
+FUZZY_SR = load_text(_DIR, """
+id: fuzzy-sr
+title: fuzzy repeat of one result
+category: repeated_tool_call
+severity: info
+events: [tool]
+needs: content
+detect:
+  repeat: {key: "[function, arguments]", result_key: result, count: 3, window: {events: 6},
+           similarity: 85, same_result: true}
+""", name="fuzzy-sr.yaml", library=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(
+    ["ls -la /srv", "ls -la /srv/", "ls  -la /srv", "ls -la /srv/app", "cat /srv/a.txt",
+     "LS -la /srv"]), st.sampled_from(["a", "b"])), max_size=40))
+def test_fuzzy_same_result_skips_change_no_finding(seq: list[tuple[str, str]]) -> None:
+    """Under ``same_result`` the fuzzy count skips other results' keys before any length
+    test or comparison; it finds what comparing every same-result key does."""
+    from rapidfuzz import fuzz
+
+    from watcher.engine import detectors
+
+    items = [{"function": "bash", "arguments": a, "result": r} for a, r in seq]
+    fast = [(f.status, f.count, f.evidence.event_uuids) for f in feed_all(FUZZY_SR, items)]
+    original = detectors.RepeatState._count
+
+    def brute(self: detectors.RepeatState, nkey: tuple[int, str]) -> int:
+        return sum(1 for x in self.win if x.nkey is not None and x.nkey[0] == nkey[0]
+                   and fuzz.ratio(nkey[1], x.nkey[1]) >= self.spec.similarity)
+
+    detectors.RepeatState._count = brute  # type: ignore[method-assign]
+    try:
+        slow = [(f.status, f.count, f.evidence.event_uuids)
+                for f in feed_all(FUZZY_SR, items)]
+    finally:
+        detectors.RepeatState._count = original  # type: ignore[method-assign]
+    assert fast == slow
+
+
 BOUNDARY = load_text(_DIR, """
 id: boundary
 title: fuzzy repeat on the threshold

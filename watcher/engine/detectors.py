@@ -476,6 +476,8 @@ class RepeatSpec:
     normalise: tuple[str, ...] = ()
     cycles: tuple[int, int] | None = None  # (max_period, min_repeats)
     consecutive: bool = False
+    # calls count toward one another only when their result keys are equal
+    same_result: bool = False
     kind: str = "repeat"
 
     @classmethod
@@ -483,7 +485,7 @@ class RepeatSpec:
         if not ctx.expect(value, dict, path, "repeat"):
             return None
         allowed = ["key", "result_key", "count", "window", "similarity", "normalise",
-                   "cycles", "consecutive"]
+                   "cycles", "consecutive", "same_result"]
         if not ctx.check_keys(value, path, allowed, ["key", "count", "window"],
                               section="detect.repeat"):
             return None
@@ -529,6 +531,14 @@ class RepeatSpec:
         consecutive = value.get("consecutive", False)
         if not ctx.expect(consecutive, bool, path + ("consecutive",), "consecutive"):
             return None
+        same_result = value.get("same_result", False)
+        if not ctx.expect(same_result, bool, path + ("same_result",), "same_result"):
+            return None
+        if same_result and "result_key" not in value:
+            ctx.error(BadDetectorParamsError, path + ("same_result",),
+                      "same_result compares result keys, and this repeat has none",
+                      "add a result_key (e.g. \"[result, error]\") or drop same_result")
+            return None
         if key is None or count is None or window is None or ("result_key" in value and
                                                                 rkey is None):
             return None
@@ -539,7 +549,7 @@ class RepeatSpec:
             return None
         pc.fields |= key.fields | (rkey.fields if rkey else set())
         spec = cls(key, count, window, rkey, float(sim) if sim is not None else None,
-                   tuple(norm), cycles, consecutive)
+                   tuple(norm), cycles, consecutive, same_result)
         _ = spec.step_keys, spec.part_keys  # made now, shared by every sample's state
         return spec
 
@@ -748,7 +758,13 @@ class RepeatState(RuleState):
         if a == b:
             return True
         sim = self.spec.similarity
-        return sim is not None and fuzz.ratio(a, b, score_cutoff=sim) > 0
+        if sim is None:
+            return False
+        if self.spec.same_result:  # fuzzy keys are (result hash, text): see ``feed``
+            if a[0] != b[0]:
+                return False
+            a, b = a[1], b[1]
+        return fuzz.ratio(a, b, score_cutoff=sim) > 0
 
     def _remember(self, entry: _Entry) -> None:
         assert entry.nkey is not None
@@ -773,21 +789,31 @@ class RepeatState(RuleState):
         Callers only compare the answer with ``count``: it reaches ``count`` exactly when
         that many keys match, and is otherwise just some number below it. Fuzzy rules
         skip every comparison that cannot change that: keys equal
-        to ``nkey`` (counted already), keys whose length rules out similarity, and the
-        rest once ``count`` is reached or out of reach.
+        to ``nkey`` (counted already), keys of another result (``same_result``), keys
+        whose length rules out similarity, and the rest once ``count`` is reached or out
+        of reach.
         """
         exact = self.counts.get(nkey, 0)
         sim = self.spec.similarity
         need = self.spec.count
         if sim is None or exact >= need:
             return exact
+        if self.spec.same_result:  # (result hash, text) keys: only one result's texts
+            res = nkey[0]
+            text: str = nkey[1]
+            cands = [k[1] for k in (x.nkey for x in self.win)
+                     if k is not None and k[0] == res and k != nkey]
+            if exact + len(cands) < need:  # the common case: results differ
+                return exact
+        else:
+            text = nkey
+            cands = [k for k in (x.nkey for x in self.win) if k is not None and k != nkey]
         # ratio >= sim needs |len(a) - len(b)| <= (100 - sim) / 100 * (len(a) + len(b))
         # (the Indel distance is at least the length difference); both sides times 100,
         # so a pair exactly on the boundary (ratio == sim) is not lost to a rounding
         room = 100.0 - sim
-        n = len(nkey)
-        keys = [k for k in (x.nkey for x in self.win) if k is not None and k != nkey
-                and abs(len(k) - n) * 100 <= room * (len(k) + n)]
+        n = len(text)
+        keys = [k for k in cands if abs(len(k) - n) * 100 <= room * (len(k) + n)]
         left = len(keys)
         found = exact
         ratio = fuzz.ratio
@@ -795,7 +821,7 @@ class RepeatState(RuleState):
             if found + left < need:
                 break
             left -= 1
-            if ratio(nkey, k, score_cutoff=sim):
+            if ratio(text, k, score_cutoff=sim):
                 found += 1
                 if found >= need:
                     break
@@ -830,12 +856,17 @@ class RepeatState(RuleState):
         if hit is None:
             hit = self._read_key(e, cache)
         self.raw_now, rawh, norm = hit
-        nkey: Any = hash(norm) if spec.similarity is None else norm[:FUZZY_KEY_CHARS]
         result = None
         if spec.result_key is not None:
             result = cache.get(self.result_cache_key)
             if result is None:
                 result = cache[self.result_cache_key] = hash(key_text(spec.result_key.get(e)))
+        nkey: Any
+        if spec.similarity is None:
+            nkey = hash(norm) if not spec.same_result else hash((hash(norm), result))
+        else:  # fuzzy: the text itself, tagged with its result's hash under same_result
+            nkey = norm[:FUZZY_KEY_CHARS] if not spec.same_result else (
+                result, norm[:FUZZY_KEY_CHARS])
         mark = event_mark(e, cache)
         entry = _Entry(self.idx, ts, nkey, rawh, result, mark)
         win.append(entry)
@@ -979,7 +1010,8 @@ class RepeatState(RuleState):
             results.add(m.result)
         period = ep.data["period"]
         if self.spec.similarity is not None and m.nkey is not None and period == 1:
-            ep.data["min_sim"] = min(ep.data["min_sim"], fuzz.ratio(ep.key, m.nkey))
+            a, b = (ep.key[1], m.nkey[1]) if self.spec.same_result else (ep.key, m.nkey)
+            ep.data["min_sim"] = min(ep.data["min_sim"], fuzz.ratio(a, b))
         distinct_keys = len(raws)
         f = ep.facts
         f["period"] = period
