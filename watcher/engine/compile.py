@@ -669,6 +669,9 @@ class Registry:
         self._busy: set[str] = set()
         # one RE2 scan per kind of prepared text, shared by every rule that tests it
         self.scanners: dict[tuple[str, bool, bool], Scanner] = {}
+        # predicates that can only hold where the shared scan reports one of their
+        # patterns (see Gate), by predicate
+        self.gates: dict[Any, Gate] = {}
 
 
 class PredicateCompiler:
@@ -737,7 +740,9 @@ class PredicateCompiler:
                 if any(s is None for s in subs):
                     ok = False
                     continue
-                add(_conjoin(subs) if comb == "all" else _disjoin(subs))  # type: ignore[arg-type]
+                both = _conjoin(subs) if comb == "all" else _disjoin(subs)  # type: ignore[arg-type]
+                self._gate(both, subs, comb == "all")  # type: ignore[arg-type]
+                add(both)
         if "not" in spec:
             inner = self.compile(spec["not"], path + ("not",), "not")
             if inner is None:
@@ -746,7 +751,35 @@ class PredicateCompiler:
                 add(lambda e, f=inner: not f(e))  # type: ignore[misc]
         if not ok:
             return None
-        return _conjoin(checks)
+        pred = _conjoin(checks)
+        self._gate(pred, checks, True)
+        return pred
+
+    def _gate(self, pred: Pred, parts: list[Pred], conjunction: bool) -> None:
+        """Give ``pred`` a :class:`Gate` derived from its parts' gates, where one holds.
+
+        A conjunction is gated by its first gated part, together with every other part
+        gated by the same scan (all their pattern sets must be hit); a disjunction only
+        when every part is gated by the same scan (by the union of their first sets).
+        """
+        gates = self.registry.gates
+        if pred in gates:
+            return
+        got = [gates.get(p) for p in parts]
+        gate: Gate | None = None
+        if conjunction:
+            first = next((g for g in got if g is not None), None)
+            if first is not None:
+                needs = [n for g in got if g is not None and g.key == first.key
+                         for n in g.needs]
+                gate = Gate(first.source, tuple(dict.fromkeys(needs)))
+        elif got and all(g is not None and g.key == got[0].key for g in got):  # type: ignore[union-attr]
+            head = got[0]
+            assert head is not None
+            gate = Gate(head.source, (frozenset().union(*(g.needs[0] for g in got
+                                                          if g is not None)),))
+        if gate is not None:
+            gates[pred] = gate
 
     def _type(self, value: Any, path: Path_) -> Pred | None:
         types = value if isinstance(value, list) else [value]
@@ -848,6 +881,7 @@ class PredicateCompiler:
             return s
 
         ckey = (cp.source, icase, nws)
+        source = _Source(ckey, get, prep)
         tests: list[Callable[[str], bool]] = []
         scanned: list[tuple[int, Callable[[str], Any]]] = []  # (scanner index, search)
         ok = True
@@ -904,8 +938,8 @@ class PredicateCompiler:
         if scanned:
             # the regex test (tests[0]) asks the shared scan first, then `re` only for
             # the patterns the scan reported; texts it cannot answer for use `re` alone
-            scanner = self.registry.scanners[ckey]
-            hkey = cache_key("hits", *ckey)
+            scanner = source.scanner = self.registry.scanners[ckey]
+            hkey = source.hkey
             plain = tests[0]
             rest = tuple(tests[1:])
 
@@ -919,20 +953,9 @@ class PredicateCompiler:
                     return False
                 return any(i in hits and s(t) is not None for i, s in scanned)
 
-        tkey = cache_key("text", *ckey)  # the prepared text's
-
         def text_pred(e: dict[str, Any]) -> bool:
-            cur = _TEXT_CACHE[0]
-            if cur[0] is not e:  # one (event, texts) pair: rules share the prepared text
-                cur = (e, {})
-                _TEXT_CACHE[0] = cur
-            cache = cur[1]
-            t = cache.get(tkey)
-            if t is None:
-                v = get(e)
-                t = "" if v is None else prep(bound_text(unmark(v) if isinstance(v, str)
-                                                         else _to_text(v)))
-                cache[tkey] = t
+            cache = event_texts(e)
+            t = source.text(e, cache)
             if not t:
                 return False
             if scanned:
@@ -941,12 +964,88 @@ class PredicateCompiler:
                 return first(t)
             return all(test(t) for test in tests)
 
+        if scanned:
+            self.registry.gates[text_pred] = Gate(source, (frozenset(i for i, _ in scanned),))
         return text_pred
 
 
 # The last event's prepared texts, keyed by (field, ignore_case, normalize_whitespace).
 # Replaced as a whole tuple, so a reader always sees texts of the event it holds.
 _TEXT_CACHE: list[tuple[Any, dict[Any, Any]]] = [(None, {})]
+
+
+def event_texts(e: dict[str, Any]) -> dict[Any, Any]:
+    """The prepared texts (and scan hits) of event ``e``, shared by every rule that
+    tests it; a new event replaces the last one's."""
+    cur = _TEXT_CACHE[0]
+    if cur[0] is not e:
+        cur = (e, {})
+        _TEXT_CACHE[0] = cur
+    return cur[1]
+
+
+class _Source:
+    """One kind of prepared text: a field read, made text, bounded and prepared
+    (folded whitespace, lower case) as a text test says; cached per event."""
+
+    def __init__(self, key: tuple[str, bool, bool], get: Getter,
+                 prep: Callable[[str], str]) -> None:
+        self.key = key
+        self.get = get
+        self.prep = prep
+        self.tkey = cache_key("text", *key)
+        self.hkey = cache_key("hits", *key)
+        self.scanner: Scanner | None = None  # the shared scan of this text, if any
+
+    def text(self, e: dict[str, Any], cache: dict[Any, Any]) -> str:
+        t: str | None = cache.get(self.tkey)
+        if t is None:
+            v = self.get(e)
+            t = "" if v is None else self.prep(bound_text(unmark(v) if isinstance(v, str)
+                                                          else _to_text(v)))
+            cache[self.tkey] = t
+        return t
+
+
+class Gate:
+    """A necessary condition of a predicate, answered by the shared RE2 scan.
+
+    The predicate can only hold where its prepared text is not empty and the scan of
+    that text reports, for each set in ``needs``, one of its patterns (or cannot
+    answer). The engine asks the gate before the predicate: on most events the scan,
+    made once for every rule testing that text, rules out a rule's patterns, and the
+    predicate (its combinators, type and field tests) need not run at all.
+    """
+
+    def __init__(self, source: _Source, needs: tuple[frozenset[int], ...]) -> None:
+        self.source = source
+        self.key = source.key
+        self.needs = needs
+
+    def useful(self) -> bool:
+        """Whether the text is scanned at all (a scanner of few patterns never is)."""
+        sc = self.source.scanner
+        return sc is not None and scan_available() and len(sc.patterns) >= sc.min_patterns
+
+    def open(self, e: dict[str, Any]) -> bool:
+        """Whether the predicate may hold for ``e`` (``False``: it cannot)."""
+        cache = event_texts(e)
+        src = self.source
+        t = src.text(e, cache)
+        if not t:
+            return False
+        hits = cache.get(src.hkey, False)
+        if hits is False:
+            scanner = src.scanner
+            if scanner is None:
+                return True
+            hits = cache[src.hkey] = scanner.hits(t)
+        if hits is None:
+            return True
+        for need in self.needs:
+            if need.isdisjoint(hits):
+                return False
+        return True
 
 
 def _combine(compiled: list[re.Pattern[str]], flags: int,

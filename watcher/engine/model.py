@@ -123,6 +123,8 @@ class Rule:
     author: str = ""
     source: str = "<string>"
     line: int = 1
+    # a necessary condition of ``predicate`` answered by a shared scan (compile.Gate)
+    gate: Any = None
     data: dict[str, Any] = field(default_factory=dict)
     fields: frozenset[str] = frozenset()
     replaces: tuple[str, ...] = ()  # sources of earlier rules with this id it replaced
@@ -514,6 +516,7 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
     return Rule(
         id=rid, title=title, category=category, severity=severity, detect_kind=kind,
         detector=spec, predicate=predicate, events=events if reads_events else frozenset(),
+        gate=pc.registry.gates.get(predicate) if predicate is not None else None,
         needs=needs, description=description, tags=tags, references=refs,
         status=status or "stable", enabled=bool(enabled), falsepositives=fps,
         confidence_base=base, confidence_reason=base_reason, confidence_when=tuple(conds),

@@ -106,7 +106,8 @@ class RunContext:
         }
 
 
-_Target = tuple[Any, Any, int]  # predicate, exceptions test (or None), state index
+# predicate, exceptions test (or None), state index, gate of the predicate (or None)
+_Target = tuple[Any, Any, int, Any]
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (setup.py), and extensible
@@ -168,7 +169,9 @@ class Engine:
             rules.sort(key=lambda r: self.order[r.id])
             pops = tuple(i for key, i in self.populations.items()
                          if key is None or etype in key)
-            hit = (pops, [(r.predicate, self.excepted[r.id], self.order[r.id]) for r in rules])
+            hit = (pops, [(r.predicate, self.excepted[r.id], self.order[r.id],
+                           r.gate if r.gate is not None and r.gate.useful() else None)
+                          for r in rules])
             self._table[etype] = hit
         return hit
 
@@ -265,8 +268,11 @@ class SampleWatch:
             pop[i] += 1
         sv = self.sample_view
         states = self.state_list
-        for pred, excepted, i in targets:
-            matched = True if pred is None else pred(event)
+        for pred, excepted, i, gate in targets:
+            if gate is not None and not gate.open(event):
+                matched = False  # the shared scan rules out every pattern of the predicate
+            else:
+                matched = True if pred is None else pred(event)
             if matched and excepted is not None and excepted(event, sv):
                 matched = False  # excepted: a miss, to a state that is waiting for one
             s: RuleState | None = states[i]
