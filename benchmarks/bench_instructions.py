@@ -42,7 +42,11 @@ def child(stream: str, feed: bool, events: int, reps: int) -> None:
     from watcher.engine import COMPILED, Engine, load_rules
     from watcher.events import normalise
 
-    engine = Engine(load_rules())
+    # the tree's own rule pack where it has one (an earlier commit's build may not know
+    # a key today's rules use); else the bundled pack
+    own = Path(os.environ.get("BENCH_ENGINE_TREE", "")) / "rules"
+    engine = Engine(load_rules([own], builtin=False, user_dir=False) if own.is_dir()
+                    and os.environ.get("BENCH_ENGINE_TREE") else load_rules())
     if stream == "synthetic":
         from common import synthetic_events
 
