@@ -348,8 +348,11 @@ class RuleState:
         score = round(lo + (hi - lo) * strength, 3)
         ref = self.watch.ref
         summary = rule.message.render(facts) if rule.message is not None else rule.title
+        fid = ep.data.get("_id")
+        if fid is None:  # an episode keeps its id: hashed once, not for every snapshot
+            fid = ep.data["_id"] = finding_id(rule.id, ref, ep.number)
         return Finding(
-            id=finding_id(rule.id, ref, ep.number), rule=rule.id, title=rule.title,
+            id=fid, rule=rule.id, title=rule.title,
             category=rule.category, severity=rule.severity,  # type: ignore[arg-type]
             confidence=ep.level, score=score,  # type: ignore[arg-type]
             confidence_reason=ep.reason, sample=ref, summary=summary,
@@ -798,16 +801,22 @@ class RepeatState(RuleState):
         need = self.spec.count
         if sim is None or exact >= need:
             return exact
+        cands: list[str] = []
         if self.spec.same_result:  # (result hash, text) keys: only one result's texts
             res = nkey[0]
             text: str = nkey[1]
-            cands = [k[1] for k in (x.nkey for x in self.win)
-                     if k is not None and k[0] == res and k != nkey]
+            for x in self.win:
+                k = x.nkey
+                if k is not None and k[0] == res and k != nkey:
+                    cands.append(k[1])
             if exact + len(cands) < need:  # the common case: results differ
                 return exact
         else:
             text = nkey
-            cands = [k for k in (x.nkey for x in self.win) if k is not None and k != nkey]
+            for x in self.win:
+                k = x.nkey
+                if k is not None and k != nkey:
+                    cands.append(k)
         # ratio >= sim needs |len(a) - len(b)| <= (100 - sim) / 100 * (len(a) + len(b))
         # (the Indel distance is at least the length difference); both sides times 100,
         # so a pair exactly on the boundary (ratio == sim) is not lost to a rounding
