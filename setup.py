@@ -23,6 +23,7 @@ COMPILED = [
     "watcher/engine/runtime.py",
     "watcher/engine/compile.py",
     "watcher/engine/model.py",
+    "watcher/engine/scanmatch.py",
 ]
 # not watcher/findings.py: its frozen dataclasses, compiled, cannot be unpickled, and
 # findings cross process boundaries (``watch --jobs``)

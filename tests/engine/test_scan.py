@@ -173,14 +173,22 @@ def test_rules_still_match_when_every_scan_gives_up(monkeypatch: pytest.MonkeyPa
 
 def test_rules_share_one_scan_per_prepared_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """Six shortcut rules test the lower-cased arguments: one scan serves them all."""
-    calls: list[str] = []
-    real = Scanner.hits
+    from watcher.engine import scan
 
-    def counting(self: Scanner, text: str) -> frozenset[int] | None:
-        calls.append(text)
-        return real(self, text)
+    calls: list[bytes] = []
+    real_init = scan._Set.__init__
 
-    monkeypatch.setattr(Scanner, "hits", counting)
+    def counting(self: scan._Set, *args: object, **kwargs: object) -> None:
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+        match = self.match
+        if match is not None:
+            def counted(data: bytes) -> list[int]:
+                calls.append(data)
+                return match(data)  # type: ignore[no-any-return]
+            self.match = counted
+
+    # the RE2 sets are built on the first scan (after this patch); every scan calls match
+    monkeypatch.setattr(scan._Set, "__init__", counting)
     assert "shortcut-read-answer-key" in _rules_on_answer_key_read()
     assert len(calls) == len(set(calls))  # each prepared text scanned once
     assert 0 < len(calls) <= 3

@@ -31,6 +31,7 @@ from watcher.engine.errors import (
 )
 from watcher.engine.scan import RULE_SCAN_MIN_PATTERNS, Scanner
 from watcher.engine.scan import available as scan_available
+from watcher.engine.scanmatch import text_hits
 from watcher.engine.yamlsrc import Doc, Path_
 
 try:  # Python 3.11+: the private parser module moved
@@ -938,7 +939,7 @@ class PredicateCompiler:
         if scanned:
             # the regex test (tests[0]) asks the shared scan first, then `re` only for
             # the patterns the scan reported; texts it cannot answer for use `re` alone
-            scanner = source.scanner = self.registry.scanners[ckey]
+            source.scanner = self.registry.scanners[ckey]
             hkey = source.hkey
             plain = tests[0]
             rest = tuple(tests[1:])
@@ -946,7 +947,7 @@ class PredicateCompiler:
             def regex_test(t: str, cache: dict[Any, Any]) -> bool:
                 hits = cache.get(hkey, False)
                 if hits is False:
-                    hits = cache[hkey] = scanner.hits(t)
+                    hits = cache[hkey] = source.scan(t)
                 if hits is None:
                     return plain(t)
                 if not hits:
@@ -1006,6 +1007,14 @@ class _Source:
             cache[self.tkey] = t
         return t
 
+    def scan(self, t: str) -> frozenset[int] | None:
+        """``self.scanner.hits(t)`` without its interpreted frame (see scanmatch)."""
+        sc = self.scanner
+        if sc is None:
+            return None
+        sets = sc._sets if sc._built == len(sc.patterns) else sc.ready()
+        return None if sets is None else text_hits(sets, t)
+
 
 class Gate:
     """A necessary condition of a predicate, answered by the shared RE2 scan.
@@ -1036,10 +1045,9 @@ class Gate:
             return False
         hits = cache.get(src.hkey, False)
         if hits is False:
-            scanner = src.scanner
-            if scanner is None:
+            if src.scanner is None:
                 return True
-            hits = cache[src.hkey] = scanner.hits(t)
+            hits = cache[src.hkey] = src.scan(t)
         if hits is None:
             return True
         for need in self.needs:

@@ -25,6 +25,8 @@ import re
 import threading
 from typing import Any
 
+from watcher.engine.scanmatch import set_hits, text_hits
+
 try:
     import re2 as _re2  # google-re2
 except ImportError:  # pragma: no cover - the dependency is declared; keep working without it
@@ -253,15 +255,7 @@ class _Set:
 
     def hits(self, data: bytes) -> frozenset[int] | None:
         """Indices that may match, or ``None`` when the scan could not run."""
-        if self.match is None:
-            return self.always
-        found = self.match(data)
-        if len(found) <= 1:
-            if not found:
-                return None  # the sentinel always matches: the DFA gave up
-            return self.always
-        ids = self.ids
-        return frozenset([ids[k] for k in found if k != self.sentinel]) | self.always
+        return set_hits(self, data)
 
 
 class Scanner:
@@ -294,17 +288,14 @@ class Scanner:
                 self._built = len(pats)
 
     def hits(self, text: str) -> frozenset[int] | None:
+        sets = self.ready()
+        return None if sets is None else text_hits(sets, text)
+
+    def ready(self) -> tuple[_Set, _Set] | None:
+        """The built sets, ``(ASCII text, any text)``, or ``None`` when this scanner
+        does not scan (too few patterns, or no RE2): what :func:`text_hits` reads."""
         if _re2 is None:
             return None
         if self._built != len(self.patterns):
             self._build()
-        sets = self._sets
-        if sets is None:  # too few patterns to be worth a scan
-            return None
-        if text.isascii():
-            return sets[0].hits(text.encode("ascii"))
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: RE2 would not read them as `re` does
-            return None
-        return sets[1].hits(data)
+        return self._sets
