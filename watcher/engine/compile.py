@@ -940,14 +940,11 @@ class PredicateCompiler:
             # the regex test (tests[0]) asks the shared scan first, then `re` only for
             # the patterns the scan reported; texts it cannot answer for use `re` alone
             source.scanner = self.registry.scanners[ckey]
-            hkey = source.hkey
             plain = tests[0]
             rest = tuple(tests[1:])
 
             def regex_test(t: str, cache: dict[Any, Any]) -> bool:
-                hits = cache.get(hkey, False)
-                if hits is False:
-                    hits = cache[hkey] = source.scan(t)
+                hits = source.hits(t, cache)
                 if hits is None:
                     return plain(t)
                 if not hits:
@@ -1007,6 +1004,14 @@ class _Source:
             cache[self.tkey] = t
         return t
 
+    def hits(self, t: str, cache: dict[Any, Any]) -> frozenset[int] | None:
+        """:meth:`scan` of this event's prepared text ``t``, made once per event for
+        every rule that tests it (``cache`` is :func:`event_texts`)."""
+        hits = cache.get(self.hkey, False)
+        if hits is False:
+            hits = cache[self.hkey] = self.scan(t)
+        return hits  # type: ignore[no-any-return]
+
     def scan(self, t: str) -> frozenset[int] | None:
         """``self.scanner.hits(t)`` without its interpreted frame (see scanmatch)."""
         sc = self.scanner
@@ -1043,12 +1048,8 @@ class Gate:
         t = src.text(e, cache)
         if not t:
             return False
-        hits = cache.get(src.hkey, False)
-        if hits is False:
-            if src.scanner is None:
-                return True
-            hits = cache[src.hkey] = src.scan(t)
-        if hits is None:
+        hits = src.hits(t, cache)
+        if hits is None:  # no scan, or one that could not answer
             return True
         for need in self.needs:
             if need.isdisjoint(hits):

@@ -25,7 +25,7 @@ import re
 import threading
 from typing import Any
 
-from watcher.engine.scanmatch import set_hits, text_hits
+from watcher.engine.scanmatch import text_hits
 
 try:
     import re2 as _re2  # google-re2
@@ -219,7 +219,8 @@ class _Emitter:
 
 
 class _Set:
-    """One compiled RE2 set: which of its patterns may match, by the caller's index."""
+    """One compiled RE2 set, and what :func:`~watcher.engine.scanmatch.set_hits` reads to
+    tell which of its patterns may match, by the caller's index."""
 
     def __init__(self, patterns: list[tuple[str, int]], ascii_text: bool) -> None:
         always: set[int] = set()
@@ -252,10 +253,6 @@ class _Set:
         self.match = rset._set.Match if rset is not None else None
         self.ids = [ids.get(k, -1) for k in range(max(ids, default=-1) + 1)]
         self.always = frozenset(always)
-
-    def hits(self, data: bytes) -> frozenset[int] | None:
-        """Indices that may match, or ``None`` when the scan could not run."""
-        return set_hits(self, data)
 
 
 class Scanner:
