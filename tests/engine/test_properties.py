@@ -6,6 +6,7 @@ import functools
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -186,22 +187,32 @@ def test_fuzzy_length_bound_changes_no_finding(seq: list[str]) -> None:
 
     from watcher.engine import detectors
 
-    items = [{"function": "bash", "arguments": a} for a in seq]
-    fast = [(f.status, f.count, f.evidence.event_uuids) for f in feed_all(FUZZY, items)]
-    original = detectors.RepeatState._count
-
     def brute(self: detectors.RepeatState, nkey: str) -> int:
         keys = [x.nkey for x in self.win if x.nkey is not None]
         return len(process.extract(nkey, keys, scorer=fuzz.ratio,
                                    score_cutoff=self.spec.similarity, limit=None))
 
-    detectors.RepeatState._count = brute  # type: ignore[method-assign]
+    items = [{"function": "bash", "arguments": a} for a in seq]
+    fast, slow = _with_count(FUZZY, items, brute)
+    assert fast == slow
+
+
+def _with_count(rules: object, items: list[dict], count: Any) -> tuple[list, list]:
+    """The findings of ``items`` as the engine counts repeats, and with ``count`` in
+    place of ``RepeatState._count``: ``(status, count, event uuids)`` of each."""
+    from watcher.engine import detectors
+
+    def findings() -> list[tuple[Any, ...]]:
+        return [(f.status, f.count, f.evidence.event_uuids) for f in feed_all(rules, items)]
+
+    fast = findings()
+    original = detectors.RepeatState._count
+    detectors.RepeatState._count = count  # type: ignore[method-assign]
     try:
-        slow = [(f.status, f.count, f.evidence.event_uuids)
-                for f in feed_all(FUZZY, items)]
+        slow = findings()
     finally:
         detectors.RepeatState._count = original  # type: ignore[method-assign]
-    assert fast == slow
+    return fast, slow
 
 
 FUZZY_SR = load_text(_DIR, """
@@ -228,20 +239,12 @@ def test_fuzzy_same_result_skips_change_no_finding(seq: list[tuple[str, str]]) -
 
     from watcher.engine import detectors
 
-    items = [{"function": "bash", "arguments": a, "result": r} for a, r in seq]
-    fast = [(f.status, f.count, f.evidence.event_uuids) for f in feed_all(FUZZY_SR, items)]
-    original = detectors.RepeatState._count
-
     def brute(self: detectors.RepeatState, nkey: tuple[int, str]) -> int:
         return sum(1 for x in self.win if x.nkey is not None and x.nkey[0] == nkey[0]
                    and fuzz.ratio(nkey[1], x.nkey[1]) >= self.spec.similarity)
 
-    detectors.RepeatState._count = brute  # type: ignore[method-assign]
-    try:
-        slow = [(f.status, f.count, f.evidence.event_uuids)
-                for f in feed_all(FUZZY_SR, items)]
-    finally:
-        detectors.RepeatState._count = original  # type: ignore[method-assign]
+    items = [{"function": "bash", "arguments": a, "result": r} for a, r in seq]
+    fast, slow = _with_count(FUZZY_SR, items, brute)
     assert fast == slow
 
 
