@@ -1,4 +1,5 @@
-"""Build hook: compile the engine's hot path with mypyc, or install pure Python.
+"""Build hook: compile the engine's hot path with mypyc (and its C whitespace fold),
+or install pure Python.
 
 The modules in ``COMPILED`` carry every event through the rule pack; compiled
 they process recorded transcripts about 1.6 times as fast (benchmarks/README.md).
@@ -15,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 COMPILED = [
@@ -27,6 +28,10 @@ COMPILED = [
 ]
 # not watcher/findings.py: its frozen dataclasses, compiled, cannot be unpickled, and
 # findings cross process boundaries (``watch --jobs``)
+
+# hand-written C beside the compiled modules: whitespace folding without a string per
+# word (watcher/engine/_fold.c; compile.collapse_ws falls back to Python without it)
+FOLD = Extension("watcher.engine._fold", ["watcher/engine/_fold.c"])
 
 
 def _say(msg: str) -> None:
@@ -78,7 +83,7 @@ def _extensions() -> list:
         _say("mypy is not installed: installing pure Python")
         return []
     try:
-        return mypycify([*COMPILED, "--ignore-missing-imports"], opt_level="3")
+        return [*mypycify([*COMPILED, "--ignore-missing-imports"], opt_level="3"), FOLD]
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a type error exits
         _say(f"mypyc could not compile the engine ({exc!r}); installing pure Python")
         return []

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def source_digest() -> str:
     """A digest of everything that goes into the wheel."""
     h = hashlib.sha256()
-    files = sorted([*ROOT.glob("watcher/**/*.py"), *ROOT.glob("rules/*"),
+    files = sorted([*ROOT.glob("watcher/**/*.py"), *ROOT.glob("watcher/**/*.c"),
+                    *ROOT.glob("rules/*"),
                     ROOT / "setup.py", ROOT / "pyproject.toml"])
     for f in files:
         if f.is_file():
@@ -76,7 +77,8 @@ def installed_compiled() -> Path | None:
 
 
 def _has_compiled_engine(site: Path) -> bool:
-    return any((site / "watcher" / "engine").glob("runtime.*.so"))
+    engine = site / "watcher" / "engine"
+    return any(engine.glob("runtime.*.so")) and any(engine.glob("_fold.*.so"))
 
 
 def _same_sources(site: Path) -> bool:

@@ -39,13 +39,14 @@ def _run(args: list[str], cwd: Path, pythonpath: Path | None,
 
 
 def test_the_wheel_compiles_the_hot_path(tree: Path, tmp_path: Path) -> None:
-    probe = ("import watcher.engine as e, watcher.engine.detectors as d; "
-             "print(e.COMPILED, d.__file__)")
+    probe = ("import watcher.engine as e, watcher.engine.detectors as d, "
+             "watcher.engine.compile as c; print(e.COMPILED, d.__file__, c._FOLD is not None)")
     got = _run(["-c", probe], tmp_path, tree)
     assert got.returncode == 0, got.stderr
-    compiled, where = got.stdout.split()
+    compiled, where, fold = got.stdout.split()
     assert compiled == "True"
     assert where.endswith(".so") and where.startswith(str(tree))
+    assert fold == "True"  # the C whitespace fold was built and is used
     pure = _run(["-c", probe], ROOT, None)
     assert pure.stdout.split()[0] == "False"
 
