@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,6 +104,10 @@ _WHERE_EXPRS = [
     "has_error", "!has_error", "a.b == `1`", "a.b != `true`", "n == `0`", "n == `false`",
     "x || y", "x && y", "!(x || y)", "a.b", "a.b.c == 'v'", "tokens > `100`",
     "[x, y]", "x == y", "a == `{\"k\": 1}`", "@.x", "a.b || !x",
+    # the shapes FieldTests runs natively: &&-joined field tests
+    "tokens >= `1`", "tokens < `0`", "n <= `1.5`", "`0` < n", "'submit' == function",
+    "function == 'submit' && !has_error && tokens > `-1`", "x && !y && n != 'v'",
+    "n >= `true`", "function == `1`", "!(function == 'submit')",
 ]
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(
     ["", "submit", "tool_calls", "v", "0"]), st.just([]), st.just({}), st.just({"k": 1}))
@@ -127,6 +132,31 @@ def test_generated_where_matches_jmespath_truthiness(expr: str, doc: dict) -> No
     except (jmespath.exceptions.JMESPathError, TypeError, ValueError):
         want = False
     assert cp.test(doc) is want, (expr, doc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_VALUES, st.floats(), st.integers(), st.text(max_size=3),
+                 st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2),
+                                                                      st.integers(), max_size=2)))
+def test_truthy_is_jmespath_truthiness(value: Any) -> None:
+    import jmespath
+
+    from watcher.engine.compile import truthy
+
+    assert truthy(value) is (not jmespath.search("!x", {"x": value}))
+
+
+@pytest.mark.parametrize("expr", [
+    "has_error", "!has_error", "function == 'submit'", "stop_reason != 'tool_calls' && !has_error",
+    "tokens >= `150000`", "`3` > n && x",
+])
+def test_field_test_wheres_run_as_one_native_call(expr: str) -> None:
+    """The common ``where`` shapes skip the generated (interpreted) lambda."""
+    from watcher.engine.compile import Ctx, FieldTests, compile_path
+    from watcher.engine.yamlsrc import Doc
+
+    cp = compile_path(expr, Ctx(Doc.__new__(Doc), []), (), "where")
+    assert cp is not None and isinstance(cp.test, FieldTests)
 
 
 def test_generated_where_keeps_jmespath_equality_of_bools_and_numbers() -> None:

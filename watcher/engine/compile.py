@@ -117,8 +117,19 @@ def _type_name(value: Any) -> str:
 
 
 def truthy(value: Any) -> bool:
-    """JMESPath truthiness: ``0`` is true, empty strings/lists/objects are false."""
-    return not (value is None or value is False or value == "" or value == [] or value == {})
+    """JMESPath truthiness: ``0`` is true, empty strings/lists/objects are false.
+
+    The plain types are told by class first: comparing with ``[]`` and ``{}`` makes
+    an empty list and dict per call, and every bare-field ``where`` asks this.
+    """
+    cls = value.__class__
+    if cls is str or cls is list or cls is dict:
+        return len(value) > 0
+    if cls is bool:
+        return value is True
+    if cls is int or cls is float:
+        return True
+    return not (value is None or value == "" or value == [] or value == {})
 
 
 def _jp_equals(x: Any, y: Any) -> bool:
@@ -136,7 +147,10 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {
 
 
 def _is_num(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool)
+    cls = x.__class__
+    if cls is int or cls is float:
+        return True
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _fast_pair(kids: list[dict[str, Any]]) -> tuple[Getter, Getter] | None:
@@ -381,7 +395,123 @@ class _Gen:
         return None if v is None else f"_T({v})"
 
 
+# the field tests a ``where`` of ``&&``-joined simple atoms is made of (see FieldTests)
+# (Final: compiled, each is a constant, not a module-dictionary lookup per test)
+_TRUTHY: Final = 0
+_FALSY: Final = 1
+_EQ_STR: Final = 2
+_NE_STR: Final = 3
+_LT: Final = 4
+_LTE: Final = 5
+_GT: Final = 6
+_GTE: Final = 7
+_ORDER_OPS = {"lt": _LT, "lte": _LTE, "gt": _GT, "gte": _GTE}
+_FLIPPED = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte"}
+
+
+class FieldTests:
+    """A ``where`` that is a conjunction of tests of top-level fields, run in one call.
+
+    ``has_error``, ``function == 'submit'``, ``stop_reason != 'tool_calls' && !has_error``
+    and ``tokens >= `150000``` are most of the ``where`` clauses rules write, and
+    predicates run for every rule on every event. A generated lambda (see ``_Gen``) is
+    interpreted: a frame per call, and a call out for each field read. Compiled, these
+    run as one native call that reads the fields straight from the event.
+    Semantics are JMESPath's, as ``_Gen``'s: truthiness for a bare field, plain ``==``
+    against a string literal, and an order comparison holds only between numbers
+    (``bool`` is not one).
+    """
+
+    def __init__(self, atoms: list[tuple[int, str, Any]]) -> None:
+        self.ops = [a[0] for a in atoms]
+        self.names = [a[1] for a in atoms]
+        self.values = [a[2] for a in atoms]
+        self.n = len(atoms)
+
+    def __call__(self, d: Any) -> bool:
+        if not isinstance(d, dict):
+            d = {}  # every field reads as null
+        ev: dict[str, Any] = d
+        names = self.names
+        values = self.values
+        ops = self.ops
+        for i in range(self.n):
+            v = ev.get(names[i])
+            op = ops[i]
+            if op == _TRUTHY:
+                if not truthy(v):
+                    return False
+            elif op == _FALSY:
+                if truthy(v):
+                    return False
+            elif op == _EQ_STR:
+                if not v == values[i]:
+                    return False
+            elif op == _NE_STR:
+                if v == values[i]:
+                    return False
+            else:
+                if not _is_num(v):
+                    return False
+                lit = values[i]
+                if op == _LT:
+                    ok = v < lit
+                elif op == _LTE:
+                    ok = v <= lit
+                elif op == _GT:
+                    ok = v > lit
+                else:
+                    ok = v >= lit
+                if not ok:
+                    return False
+        return True
+
+
+def _atoms(ast: dict[str, Any], out: list[tuple[int, str, Any]]) -> bool:
+    """Append the field tests of ``ast`` to ``out``; ``False``: not that shape."""
+    kind = ast["type"]
+    kids = ast.get("children") or []
+    if kind == "and_expression":
+        return _atoms(kids[0], out) and _atoms(kids[1], out)
+    if kind == "field":
+        out.append((_TRUTHY, ast["value"], None))
+        return True
+    if kind == "not_expression" and kids[0]["type"] == "field":
+        out.append((_FALSY, kids[0]["value"], None))
+        return True
+    if kind != "comparator" or len(kids) != 2:
+        return False
+    op = ast["value"]
+    a, b = kids
+    if a["type"] == "literal" and b["type"] == "field":  # `1` < x is x > `1`
+        a, b = b, a
+        op = _FLIPPED.get(op, op)
+    if a["type"] != "field" or b["type"] != "literal":
+        return False
+    lit = b["value"]
+    if op in ("eq", "ne") and isinstance(lit, str):
+        out.append((_EQ_STR if op == "eq" else _NE_STR, a["value"], lit))
+        return True
+    if op in _ORDER_OPS and _is_num(lit):
+        out.append((_ORDER_OPS[op], a["value"], lit))
+        return True
+    return False
+
+
+def _field_tests(ast: dict[str, Any]) -> FieldTests | None:
+    atoms: list[tuple[int, str, Any]] = []
+    try:
+        if not _atoms(ast, atoms):
+            return None
+    except (KeyError, TypeError, IndexError):
+        return None
+    return FieldTests(atoms)
+
+
 def _gen_test(ast: dict[str, Any]) -> Pred | None:
+    tests = _field_tests(ast)
+    if tests is not None:
+        return tests
     gen = _Gen()
     try:
         src = gen.test(ast)
