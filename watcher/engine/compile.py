@@ -44,8 +44,8 @@ except ImportError:  # pragma: no cover
 Getter = Callable[[Any], Any]
 Pred = Callable[[dict[str, Any]], bool]
 
-HEAD_BYTES = 4096
-TAIL_BYTES = 4096
+HEAD_BYTES: Final = 4096
+TAIL_BYTES: Final = 4096
 
 
 # --------------------------------------------------------------------------- context
@@ -654,7 +654,7 @@ def bound_text(text: str) -> str:
     return text[:HEAD_BYTES] + "\n...\n" + text[-TAIL_BYTES:]  # ASCII: see engine.scan
 
 
-_str_lower = str.lower  # called as an object, so compiled code runs CPython's own
+_str_lower: Final = str.lower  # called as an object, so compiled code runs CPython's own
 
 
 def lower(text: str) -> str:
@@ -667,7 +667,7 @@ def lower(text: str) -> str:
     return text.lower() if text.isascii() else _str_lower(text)
 
 
-CUT_MARK = "..."  # how the engine reads the control channel's truncation mark "…"
+CUT_MARK: Final = "..."  # how the engine reads the control channel's truncation mark "…"
 
 
 def unmark(text: str) -> str:
@@ -683,7 +683,7 @@ def unmark(text: str) -> str:
     return text
 
 
-_EXTRA_FOLDS = {0x131: "i", 0x17F: "s"}
+_EXTRA_FOLDS: Final = {0x131: "i", 0x17F: "s"}
 
 
 def cache_key(kind: str, *parts: object) -> str:
@@ -1119,7 +1119,7 @@ class PredicateCompiler:
 
 # The last event's prepared texts, keyed by (field, ignore_case, normalize_whitespace).
 # Replaced as a whole tuple, so a reader always sees texts of the event it holds.
-_TEXT_CACHE: list[tuple[Any, dict[Any, Any]]] = [(None, {})]
+_TEXT_CACHE: Final[list[tuple[Any, dict[Any, Any]]]] = [(None, {})]
 
 
 def event_texts(e: dict[str, Any]) -> dict[Any, Any]:

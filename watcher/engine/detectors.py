@@ -14,7 +14,7 @@ import statistics
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from rapidfuzz import fuzz
 
@@ -49,12 +49,12 @@ COMMON_FACTS = frozenset({
     "count", "first_seen", "last_seen", "span", "excerpt", "tool", "event_type", "episode",
     "rule", "title",
 })
-SECONDS_WINDOW_CAP = 2000  # entries kept for a seconds-only window
-MAX_EVIDENCE = 20
-MAX_EXCERPTS = 5
-EXCERPT_WIDTH = 160
+SECONDS_WINDOW_CAP: Final = 2000  # entries kept for a seconds-only window
+MAX_EVIDENCE: Final = 20
+MAX_EXCERPTS: Final = 5
+EXCERPT_WIDTH: Final = 160
 
-_BANDS = {"low": (0.2, 0.45), "medium": (0.45, 0.75), "high": (0.75, 1.0)}
+_BANDS: Final = {"low": (0.2, 0.45), "medium": (0.45, 0.75), "high": (0.75, 1.0)}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -456,8 +456,8 @@ class EpisodicState(RuleState):
 
 # --------------------------------------------------------------------------- repeat
 
-_NUM = re.compile(r"\d+(?:\.\d+)?")
-_PATHRX = re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]*")
+_NUM: Final = re.compile(r"\d+(?:\.\d+)?")
+_PATHRX: Final = re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]*")
 NORMALISERS = ("whitespace", "case", "numbers", "paths")
 
 
@@ -680,7 +680,7 @@ class _Entry:
         self.mark = mark
 
 
-FUZZY_KEY_CHARS = 2048  # fuzzy keys are compared on this much text
+FUZZY_KEY_CHARS: Final = 2048  # fuzzy keys are compared on this much text
 
 
 class RepeatState(RuleState):
@@ -1107,10 +1107,10 @@ class ThresholdSpec:
         return ThresholdState(rule, watch, self)
 
 
-_NEAR = 90.0  # rapidfuzz ratio above which two texts count as near-identical
+_NEAR: Final = 90.0  # rapidfuzz ratio above which two texts count as near-identical
 
 
-NEAR_CHARS = 500  # texts are grouped by their first 500 normalised characters
+NEAR_CHARS: Final = 500  # texts are grouped by their first 500 normalised characters
 
 
 def _near_text(value: Any) -> str:
@@ -1714,7 +1714,7 @@ class UnseenSpec:
         return UnseenState(rule, watch, self)
 
 
-_FOLD = ("whitespace", "case")  # how the unseen rule compares values with outputs
+_FOLD: Final = ("whitespace", "case")  # how the unseen rule compares values with outputs
 
 
 class UnseenState(EpisodicState):
