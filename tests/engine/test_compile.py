@@ -110,3 +110,12 @@ def test_regex_list_and_ignore_case(tmp_path: Path) -> None:
     assert run(rules, [model("FINAL   Answer")]) != []
     assert run(rules, [model("call SUBMIT(42)")]) != []
     assert run(rules, [model("no claim here")]) == []
+
+
+@pytest.mark.parametrize(("text", "read"), [
+    ("abc…", "abc..."), ("…", "..."), ("", ""), ("a…b", "a…b"), ("abc", "abc"), ("x…\n", "x…\n"),
+])
+def test_unmark_reads_only_a_final_cut_mark(text: str, read: str) -> None:
+    from watcher.engine.compile import unmark
+
+    assert unmark(text) == read

@@ -678,7 +678,7 @@ def unmark(text: str) -> str:
     every ``lower()``, ``split()`` and scan of it then handles at several times the
     cost; rules see the mark as "..." (so ``foo$`` still does not match a cut text).
     """
-    if text.endswith("…"):
+    if text[-1:] == "…":  # compiled, cheaper than endswith (a cached one-char string)
         return text[:-1] + CUT_MARK
     return text
 
