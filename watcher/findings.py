@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 SCHEMA = 1
+
+_T = TypeVar("_T")
 
 Confidence = Literal["low", "medium", "high"]
 Severity = Literal["info", "warning", "critical"]
@@ -158,6 +160,24 @@ class Finding:
             count=int(d.get("count", 1)), status=d.get("status", "open"),
             handoff=d.get("handoff", ""), episode=int(d.get("episode", 1)),
         )
+
+
+FINDING_FIELDS = tuple(f.name for f in fields(Finding))
+EVIDENCE_FIELDS = tuple(f.name for f in fields(Evidence))
+
+
+def built(cls: type[_T], values: dict[str, Any]) -> _T:
+    """``cls(**values)`` for a frozen dataclass, without its ``__init__``.
+
+    A frozen dataclass sets each field through ``object.__setattr__``: for a
+    :class:`Finding` and its :class:`Evidence` that is about 10 µs, for every snapshot
+    the engine emits. Filling the instance dictionary at once gives the same object
+    (equal, pickled and printed alike). ``values`` must name every field, as the
+    engine's snapshot does (tests/engine/test_engine.py checks it).
+    """
+    obj = object.__new__(cls)
+    obj.__dict__.update(values)
+    return obj
 
 
 def finding_id(rule: str, sample: SampleRef, episode: int) -> str:

@@ -288,3 +288,22 @@ def test_states_are_created_by_a_rules_first_match(tmp_path: Path) -> None:
     assert [f for f in spaced if f.rule == "win"] == []
     paired = run(rules, [model(), tool("x"), tool("a"), model(), tool("a")])
     assert [f.count for f in paired if f.rule == "win"] == [2, 2]
+
+
+def test_engine_findings_are_whole_dataclasses(tmp_path: Path) -> None:
+    """Snapshots are built without the frozen dataclass's __init__ (findings.built):
+    they must still hold every field, equal a normally built Finding, and pickle."""
+    import pickle
+    from dataclasses import fields
+
+    from watcher.findings import Evidence, Finding
+
+    rules = load_text(tmp_path, REPEAT)
+    found = run(rules, [tool(arguments="ls")] * 5)
+    assert found
+    for f in found:
+        assert list(vars(f)) == [x.name for x in fields(Finding)]
+        assert list(vars(f.evidence)) == [x.name for x in fields(Evidence)]
+        again = Finding(**{**vars(f), "evidence": Evidence(**vars(f.evidence))})
+        assert again == f and repr(again) == repr(f)
+        assert pickle.loads(pickle.dumps(f)) == f

@@ -35,6 +35,7 @@ from watcher.events import Event
 from watcher.findings import (
     Evidence,
     Finding,
+    built,
     confidence_rank,
     finding_id,
 )
@@ -351,19 +352,20 @@ class RuleState:
         fid = ep.data.get("_id")
         if fid is None:  # an episode keeps its id: hashed once, not for every snapshot
             fid = ep.data["_id"] = finding_id(rule.id, ref, ep.number)
-        return Finding(
-            id=fid, rule=rule.id, title=rule.title,
-            category=rule.category, severity=rule.severity,  # type: ignore[arg-type]
-            confidence=ep.level, score=score,  # type: ignore[arg-type]
-            confidence_reason=ep.reason, sample=ref, summary=summary,
-            evidence=Evidence(
-                event_uuids=tuple(ep.uuids), timestamps=tuple(ep.timestamps),
-                excerpts=tuple(ep.excerpts),
-                facts={k: v for k, v in facts.items() if k not in ("rule", "title", "excerpt")},
-            ),
-            first_seen=ep.first_seen, last_seen=ep.last_seen, count=ep.count,
-            status=status, handoff=rule.handoff, episode=ep.number,  # type: ignore[arg-type]
-        )
+        # Finding(...) and Evidence(...) with every field named, built at once (see built)
+        evidence = built(Evidence, {
+            "event_uuids": tuple(ep.uuids), "timestamps": tuple(ep.timestamps),
+            "excerpts": tuple(ep.excerpts),
+            "facts": {k: v for k, v in facts.items() if k not in ("rule", "title", "excerpt")},
+        })
+        return built(Finding, {
+            "id": fid, "rule": rule.id, "title": rule.title, "category": rule.category,
+            "severity": rule.severity, "confidence": ep.level, "score": score,
+            "confidence_reason": ep.reason, "sample": ref, "summary": summary,
+            "evidence": evidence, "first_seen": ep.first_seen, "last_seen": ep.last_seen,
+            "count": ep.count, "status": status, "handoff": rule.handoff,
+            "episode": ep.number,
+        })
 
     def common(self, ep: Episode, e: Event) -> None:
         _note_kind(ep, e.get("type"), e.get("function"))
