@@ -823,6 +823,8 @@ class Registry:
         # predicates that can only hold where the shared scan reports one of their
         # patterns (see Gate), by predicate
         self.gates: dict[Any, Gate] = {}
+        # how type tests and combinators were built, by predicate (see specialise)
+        self.shapes: dict[Any, tuple[str, Any]] = {}
 
 
 class PredicateCompiler:
@@ -892,6 +894,7 @@ class PredicateCompiler:
                     ok = False
                     continue
                 both = _conjoin(subs) if comb == "all" else _disjoin(subs)  # type: ignore[arg-type]
+                self._shape(both, comb, subs)
                 self._gate(both, subs, comb == "all")  # type: ignore[arg-type]
                 add(both)
         if "not" in spec:
@@ -899,12 +902,21 @@ class PredicateCompiler:
             if inner is None:
                 ok = False
             else:
-                add(lambda e, f=inner: not f(e))  # type: ignore[misc]
+                negated = lambda e, f=inner: not f(e)  # type: ignore[misc]  # noqa: E731
+                self._shape(negated, "not", inner)
+                add(negated)
         if not ok:
             return None
         pred = _conjoin(checks)
+        self._shape(pred, "all", checks)
         self._gate(pred, checks, True)
         return pred
+
+    def _shape(self, pred: Pred, kind: str, parts: Any) -> None:
+        """Record how ``pred`` was built (see :func:`specialise`); a combinator of one
+        part is that part itself."""
+        if kind == "not" or len(parts) > 1:
+            self.registry.shapes.setdefault(pred, (kind, parts))
 
     def _gate(self, pred: Pred, parts: list[Pred], conjunction: bool) -> None:
         """Give ``pred`` a :class:`Gate` derived from its parts' gates, where one holds.
@@ -940,10 +952,14 @@ class PredicateCompiler:
                 return None
         wanted = frozenset(types)
         self.types |= wanted
+        pred: Pred
         if len(wanted) == 1:
             only = next(iter(wanted))
-            return lambda e: e.get("type") == only
-        return lambda e: e.get("type") in wanted
+            pred = lambda e: e.get("type") == only  # noqa: E731
+        else:
+            pred = lambda e: e.get("type") in wanted  # noqa: E731
+        self.registry.shapes[pred] = ("type", wanted)
+        return pred
 
     def macro(self, name: Any, path: Path_) -> Pred | None:
         reg = self.registry
@@ -1313,6 +1329,51 @@ def required_literals(pattern: str, *, lowered: bool = False,
         return None
 
     return seq(parsed, fold)
+
+
+def never(e: dict[str, Any]) -> bool:
+    return False
+
+
+def specialise(pred: Pred, etype: str, shapes: dict[Any, tuple[str, Any]]) -> Pred | None:
+    """``pred`` for events of type ``etype`` only: its type tests answered, combinators
+    simplified. ``None``: every such event matches.
+
+    The engine dispatches each event to the rules that read its type, so a type test
+    inside a rule (``is_submit_call`` is ``type: tool`` and a ``where``) is decided
+    before the event arrives; answering it at table-building time saves a call for it
+    and, mostly, one for the conjunction around it, on every event.
+    """
+    got = _specialise(pred, etype, shapes)
+    if got is True:
+        return None
+    if got is False:
+        return never
+    return got
+
+
+def _specialise(pred: Pred, etype: str, shapes: dict[Any, tuple[str, Any]]) -> Pred | bool:
+    shape = shapes.get(pred)
+    if shape is None:
+        return pred
+    kind, data = shape
+    if kind == "type":
+        return etype in data
+    if kind == "not":
+        inner = _specialise(data, etype, shapes)
+        if inner is True or inner is False:
+            return not inner
+        return pred if inner is data else (lambda e, f=inner: not f(e))  # type: ignore[misc]
+    parts = [_specialise(p, etype, shapes) for p in data]
+    decided = kind == "any"  # a part with this answer decides the combinator
+    if any(p is decided for p in parts):
+        return decided
+    rest: list[Pred] = [p for p in parts if p is not (not decided)]  # type: ignore[misc]
+    if not rest:
+        return not decided
+    if len(rest) == len(data) and all(a is b for a, b in zip(rest, data, strict=True)):
+        return pred
+    return _conjoin(rest) if kind == "all" else _disjoin(rest)
 
 
 def _to_text(v: Any) -> str:

@@ -26,6 +26,7 @@ from watcher.engine.compile import (
     compile_path,
     compile_regex,
     compile_template,
+    specialise,
 )
 from watcher.engine.detectors import DETECTORS, EVENT_DETECTORS, FACTS_OF
 from watcher.engine.errors import (
@@ -125,6 +126,8 @@ class Rule:
     line: int = 1
     # a necessary condition of ``predicate`` answered by a shared scan (compile.Gate)
     gate: Any = None
+    # ``predicate`` for events of one type, where that differs (compile.specialise)
+    typed: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     fields: frozenset[str] = frozenset()
     replaces: tuple[str, ...] = ()  # sources of earlier rules with this id it replaced
@@ -334,6 +337,19 @@ def _parse_tests(value: Any, ctx: Ctx, path: Path_, rule_file: str) -> tuple[dic
     return tuple(out)
 
 
+def _typed(predicate: Callable[[dict[str, Any]], bool] | None, events: frozenset[str] | None,
+           registry: Registry) -> dict[str, Any]:
+    """The rule's predicate specialised to each event type it reads, where that differs."""
+    if predicate is None or not events:
+        return {}
+    out: dict[str, Any] = {}
+    for t in sorted(events):
+        got = specialise(predicate, t, registry.shapes)
+        if got is not predicate:
+            out[t] = got
+    return out
+
+
 def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | None:
     """Validate and compile one rule document; errors go to ``errors``."""
     data = doc.data
@@ -517,6 +533,7 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
         id=rid, title=title, category=category, severity=severity, detect_kind=kind,
         detector=spec, predicate=predicate, events=events if reads_events else frozenset(),
         gate=pc.registry.gates.get(predicate) if predicate is not None else None,
+        typed=_typed(predicate, events if reads_events else frozenset(), pc.registry),
         needs=needs, description=description, tags=tags, references=refs,
         status=status or "stable", enabled=bool(enabled), falsepositives=fps,
         confidence_base=base, confidence_reason=base_reason, confidence_when=tuple(conds),

@@ -18,6 +18,7 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
+from watcher.engine.compile import never
 from watcher.engine.detectors import RuleState
 from watcher.engine.model import ExceptionSpec, Rule
 from watcher.events import TIERS, Event, Tier, tier_rank
@@ -169,11 +170,20 @@ class Engine:
             rules.sort(key=lambda r: self.order[r.id])
             pops = tuple(i for key, i in self.populations.items()
                          if key is None or etype in key)
-            hit = (pops, [(r.predicate, self.excepted[r.id], self.order[r.id],
-                           r.gate if r.gate is not None and r.gate.useful() else None)
-                          for r in rules])
+            hit = (pops, [self._target(r, etype) for r in rules])
             self._table[etype] = hit
         return hit
+
+    def _target(self, r: Rule, etype: str) -> _Target:
+        """One rule's entry in the table of ``etype``: its predicate specialised to that
+        type (type tests answered: compile.specialise) and its scan gate, if useful."""
+        pred = r.predicate
+        gate = r.gate if r.gate is not None and r.gate.useful() else None
+        if etype in r.typed:
+            pred = r.typed[etype]
+            if pred is None or pred is never:
+                gate = None  # decided by the type alone
+        return (pred, self.excepted[r.id], self.order[r.id], gate)
 
 
 def _excepted(specs: tuple[ExceptionSpec, ...]
