@@ -122,7 +122,7 @@ def truthy(value: Any) -> bool:
     The plain types are told by class first: comparing with ``[]`` and ``{}`` makes
     an empty list and dict per call, and every bare-field ``where`` asks this.
     """
-    cls = value.__class__
+    cls = type(value)
     if cls is str or cls is list or cls is dict:
         return len(value) > 0
     if cls is bool:
@@ -147,7 +147,7 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {
 
 
 def _is_num(x: Any) -> bool:
-    cls = x.__class__
+    cls = type(x)
     if cls is int or cls is float:
         return True
     return isinstance(x, (int, float)) and not isinstance(x, bool)

@@ -173,12 +173,12 @@ def key_text(value: Any) -> str:
     """A comparable string for a key value; lists of strings avoid JSON (hot path)."""
     if isinstance(value, str):
         return value
-    if value.__class__ is list:
+    if type(value) is list:
         parts: list[str] = []
         for x in value:
             if x is None:
                 parts.append("\x00")
-            elif x.__class__ is str:
+            elif type(x) is str:
                 parts.append(x)
             else:
                 break
@@ -652,7 +652,7 @@ def part_chain(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...
         k -= 1
     if t is None:
         v = e.get(name)
-        t = "\x00" if v is None else unmark(v) if v.__class__ is str else key_text(v)
+        t = "\x00" if v is None else unmark(v) if type(v) is str else key_text(v)
         cache[keys[0]] = t
         k = 0
     while k < n:
@@ -1042,7 +1042,7 @@ class RepeatState(RuleState):
 def raw_key_text(raw: Any) -> str:
     """A raw key as text: a field-by-field key's raw key is the tuple of its fields'
     texts (see ``RepeatState._read_key``), joined here only when a finding shows it."""
-    return raw if raw.__class__ is str else "\x1f".join(raw)
+    return raw if type(raw) is str else "\x1f".join(raw)
 
 
 def _short_key(text: str, width: int = EXCERPT_WIDTH) -> str:
@@ -1205,7 +1205,7 @@ class ThresholdState(RuleState):
                 return self.end(ts)
             return []
         q = self.q
-        if q.__class__ is tuple:
+        if type(q) is tuple:
             q = self.q = deque(maxlen=self.qlen)
         mark = event_mark(e, self.watch.cache)
         skey = self.spec.similarity_key
@@ -1779,7 +1779,7 @@ class UnseenState(EpisodicState):
                 text = (part_chain(e, self.watch.cache, self.fold_field, _FOLD, fold)
                         if fold is not None else normalise_text(key_text(out), _FOLD))
                 # the server's truncation mark (read as CUT_MARK) is not output
-                self.remember(text[:-len(CUT_MARK)] if out.__class__ is str
+                self.remember(text[:-len(CUT_MARK)] if type(out) is str
                               and out.endswith("…") else text)
         if self.ep is not None:
             self.since_hit += 1

@@ -252,7 +252,7 @@ def parse_exception(item: Any, ctx: Ctx, path: Path_, extra_keys: tuple[str, ...
         sval = {str(v) for v in value}
 
         def test(v: Any) -> bool:
-            if v.__class__ is str:  # the common case (a function name): one set lookup
+            if type(v) is str:  # the common case (a function name): one set lookup
                 return v in sval
             return v is not None and (v in value or str(v) in sval)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
-from watcher.engine.compile import never
+from watcher.engine.compile import Gate, never
 from watcher.engine.detectors import RuleState
 from watcher.engine.model import ExceptionSpec, Rule
 from watcher.events import TIERS, Event, Tier, tier_rank
@@ -107,8 +107,9 @@ class RunContext:
         }
 
 
-# predicate, exceptions test (or None), state index, gate of the predicate (or None)
-_Target = tuple[Any, Any, int, Any]
+# predicate, exceptions test (or None), state index, gate of the predicate (or None);
+# the gate typed, so compiled code calls its method directly
+_Target = tuple[Any, Any, int, "Gate | None"]
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (setup.py), and extensible
@@ -254,7 +255,7 @@ class SampleWatch:
         if event.get("pending"):
             return []
         ts = event.get("timestamp")
-        if ts.__class__ is float or isinstance(ts, int | float):
+        if type(ts) is float or isinstance(ts, (int, float)):
             ts = float(ts)  # type: ignore[arg-type]
             if ts > self.last_ts:
                 self.last_ts = ts
