@@ -134,7 +134,7 @@ def truthy(value: Any) -> bool:
 
 def _jp_equals(x: Any, y: Any) -> bool:
     if isinstance(x, bool) != isinstance(y, bool) and (
-        isinstance(x, int | float) and isinstance(y, int | float)
+        isinstance(x, (int, float)) and isinstance(y, (int, float))
     ):
         return False
     return bool(x == y)

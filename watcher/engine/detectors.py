@@ -1513,7 +1513,7 @@ class IdleState(RuleState):
             kind = t if t in ("model", "tool", "sandbox") else "tool"
             function = item.get("function")
             since = item.get("since")
-            since = float(since) if isinstance(since, int | float) else now
+            since = float(since) if isinstance(since, (int, float)) else now
         else:
             kind = "none"
             since = next((t for t in (status.last_change_at, status.last_event_at)
@@ -1632,7 +1632,7 @@ class SampleRowState(RuleState):
             fname, factor, min_n = self.spec.outlier
             value = row.get(fname)
             values = context.stats.get(fname, []) if context is not None else []
-            if not isinstance(value, int | float) or len(values) < min_n:
+            if not isinstance(value, (int, float)) or len(values) < min_n:
                 return []
             med = statistics.median(values)
             if med <= 0 or value / med < factor:

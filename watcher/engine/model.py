@@ -211,7 +211,7 @@ def _fact_op(op: str, want: Any) -> Callable[[Any], bool]:
     """One fact test (``want`` already checked for ``op``)."""
     if op in _ORDERS:
         cmp = _ORDERS[op]
-        return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and cmp(v, want)
+        return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and cmp(v, want)
     if op == "in":
         return lambda v: any(_eq(v, x) for x in want)
     if op == "eq":

@@ -89,7 +89,7 @@ class RunContext:
         if row.get("status") in ("completed", "error", "cancelled", None):
             for name in NUMERIC_FIELDS:
                 v = row.get(name)
-                if isinstance(v, int | float) and not isinstance(v, bool):
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
                     self.stats.setdefault(name, []).append(float(v))
 
     def view(self, row: dict[str, Any]) -> dict[str, Any]:
