@@ -151,12 +151,34 @@ def test_truthy_is_jmespath_truthiness(value: Any) -> None:
     "tokens >= `150000`", "`3` > n && x",
 ])
 def test_field_test_wheres_run_as_one_native_call(expr: str) -> None:
-    """The common ``where`` shapes skip the generated (interpreted) lambda."""
-    from watcher.engine.compile import Ctx, FieldTests, compile_path
+    """Compiled, the common ``where`` shapes skip the generated (interpreted) lambda;
+    interpreted, the lambda is the cheaper of the two and is kept."""
+    import jmespath
+
+    from watcher.engine.compile import COMPILED_HERE, Ctx, FieldTests, _field_tests, compile_path
     from watcher.engine.yamlsrc import Doc
 
     cp = compile_path(expr, Ctx(Doc.__new__(Doc), []), (), "where")
-    assert cp is not None and isinstance(cp.test, FieldTests)
+    assert cp is not None and isinstance(cp.test, FieldTests) is COMPILED_HERE
+    assert isinstance(_field_tests(jmespath.compile(expr).parsed), FieldTests)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_WHERE_EXPRS), _DOCS)
+def test_field_tests_match_jmespath_truthiness(expr: str, doc: dict) -> None:
+    """FieldTests itself, whichever path compile_path takes in this build."""
+    import jmespath
+
+    from watcher.engine.compile import _field_tests, truthy
+
+    tests = _field_tests(jmespath.compile(expr).parsed)
+    if tests is None:  # not a conjunction of field tests
+        return
+    try:
+        want = truthy(jmespath.search(expr, doc))
+    except (jmespath.exceptions.JMESPathError, TypeError, ValueError):
+        want = False
+    assert tests(doc) is want, (expr, doc)
 
 
 def test_generated_where_keeps_jmespath_equality_of_bools_and_numbers() -> None:

@@ -508,10 +508,16 @@ def _field_tests(ast: dict[str, Any]) -> FieldTests | None:
     return FieldTests(atoms)
 
 
+# whether this module runs compiled (mypyc): FieldTests pays off only as native code;
+# interpreted, one generated expression is cheaper than its loop
+COMPILED_HERE: Final = not __file__.endswith(".py")
+
+
 def _gen_test(ast: dict[str, Any]) -> Pred | None:
-    tests = _field_tests(ast)
-    if tests is not None:
-        return tests
+    if COMPILED_HERE:
+        tests = _field_tests(ast)
+        if tests is not None:
+            return tests
     gen = _Gen()
     try:
         src = gen.test(ast)
