@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tests.engine.util import REF, load_text
 from watcher.engine import Engine, load_rules, materialise
-from watcher.engine.compile import FieldTests, never
+from watcher.engine.compile import Ctx, compile_path, never
+from watcher.engine.yamlsrc import Doc
 
 RULE = """
 macros:
@@ -33,6 +34,13 @@ detect: {{match: {{}}}}
 """
 
 
+def _where(expr: str) -> Any:
+    """The compiled test of a ``where`` expression (compiled once, then shared)."""
+    cp = compile_path(expr, Ctx(Doc.__new__(Doc), []), (), "where")
+    assert cp is not None
+    return cp.test
+
+
 def _rule(tmp_path: Path, pred: str) -> Any:
     (rule,) = load_text(tmp_path, RULE.format(pred=pred), library=False)
     return rule
@@ -40,11 +48,11 @@ def _rule(tmp_path: Path, pred: str) -> Any:
 
 def test_type_tests_are_answered_per_event_type(tmp_path: Path) -> None:
     submit = _rule(tmp_path, "macro: is_submit")
-    assert isinstance(submit.typed["tool"], FieldTests)  # only the where is left
+    assert submit.typed["tool"] is _where("function == 'submit'")  # only the where is left
     assert submit.typed["model"] is never and submit.typed["error"] is never
     failure = _rule(tmp_path, "macro: is_failure")
     assert failure.typed["error"] is None  # every error event matches
-    assert isinstance(failure.typed["tool"], FieldTests)
+    assert failure.typed["tool"] is _where("has_error")
     assert failure.typed["model"] is never
     negated = _rule(tmp_path, "not: {macro: is_failure}")
     assert negated.typed["error"] is never and negated.typed["model"] is None
