@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.engine.util import REF, load_text
+from tests.engine.util import REF, finding_rows, load_text
 from watcher.engine import Engine, RuleSet, load_rules, materialise
 from watcher.engine.scan import available as scan_available
 
@@ -106,27 +106,18 @@ _events = st.lists(st.one_of(
 ), max_size=40)
 
 
-def _run(rules: list[Any], items: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    watch = Engine(rules).open_sample(REF)
-    out = []
-    for i, it in enumerate(items):
-        out += watch.feed(materialise(i, it))
-    out += watch.finalize(10_000.0)
-    return [(f.rule, f.status, f.count, f.confidence, f.evidence.event_uuids) for f in out]
-
-
 @settings(max_examples=150, deadline=None)
 @given(_events)
 def test_gates_change_no_finding_of_the_pack(items: list[dict[str, Any]]) -> None:
-    assert _run(list(PACK), items) == _run(_ungated(PACK), items)
+    assert finding_rows(list(PACK), items) == finding_rows(_ungated(PACK), items)
 
 
 def test_the_pack_is_gated_and_finds_shortcuts() -> None:
     gated = {r.id for r in PACK if r.gate is not None and r.gate.useful()}
     assert {"shortcut-read-answer-key", "shortcut-tamper-tests"} <= gated
     items = [{"type": "tool", "function": "bash", "arguments": {"cmd": a}} for a in _ARGS]
-    found = _run(list(PACK), items)
-    assert found == _run(_ungated(PACK), items)
+    found = finding_rows(list(PACK), items)
+    assert found == finding_rows(_ungated(PACK), items)
     assert {"shortcut-read-answer-key", "shortcut-tamper-tests"} <= {f[0] for f in found}
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.engine.util import REF, load_text
+from tests.engine.util import REF, finding_rows, load_text
 from watcher.engine import Engine, load_rules, materialise
 from watcher.engine.compile import Ctx, compile_path, never
 from watcher.engine.yamlsrc import Doc
@@ -92,20 +92,11 @@ _events = st.lists(st.one_of(
 ), max_size=40)
 
 
-def _run(rules: list[Any], items: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    watch = Engine(rules).open_sample(REF)
-    out = []
-    for i, it in enumerate(items):
-        out += watch.feed(materialise(i, it))
-    out += watch.finalize(10_000.0)
-    return [(f.rule, f.status, f.count, f.confidence, f.evidence.event_uuids) for f in out]
-
-
 @settings(max_examples=150, deadline=None)
 @given(_events)
 def test_specialising_changes_no_finding_of_the_pack(items: list[dict[str, Any]]) -> None:
     plain = [dataclasses.replace(r, typed={}) for r in PACK]
-    assert _run(list(PACK), items) == _run(plain, items)
+    assert finding_rows(list(PACK), items) == finding_rows(plain, items)
 
 
 def test_the_pack_is_specialised() -> None:

@@ -52,6 +52,17 @@ def run(rules: RuleSet, items: list[dict[str, Any]], finalize: bool = True,
     return out
 
 
+def finding_rows(rules: list[Any], items: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What two runs of the same events must agree on, finding by finding: rule, status,
+    count, confidence and evidence events (finalized at a fixed late time)."""
+    watch = Engine(rules).open_sample(REF)
+    out: list[Finding] = []
+    for i, it in enumerate(items):
+        out += watch.feed(materialise(i, it))
+    out += watch.finalize(10_000.0)
+    return [(f.rule, f.status, f.count, f.confidence, f.evidence.event_uuids) for f in out]
+
+
 def episodes(found: list[Finding]) -> list[Finding]:
     """Last snapshot per finding id, in order of first emission."""
     last: dict[str, Finding] = {}
