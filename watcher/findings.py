@@ -162,10 +162,6 @@ class Finding:
         )
 
 
-FINDING_FIELDS = tuple(f.name for f in fields(Finding))
-EVIDENCE_FIELDS = tuple(f.name for f in fields(Evidence))
-
-
 def built(cls: type[_T], values: dict[str, Any]) -> _T:
     """``cls(**values)`` for a frozen dataclass, without its ``__init__``.
 
