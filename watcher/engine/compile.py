@@ -426,7 +426,6 @@ class FieldTests:
         self.ops = [a[0] for a in atoms]
         self.names = [a[1] for a in atoms]
         self.values = [a[2] for a in atoms]
-        self.n = len(atoms)
 
     def __call__(self, d: Any) -> bool:
         if not isinstance(d, dict):
@@ -435,7 +434,7 @@ class FieldTests:
         names = self.names
         values = self.values
         ops = self.ops
-        for i in range(self.n):
+        for i in range(len(ops)):
             v = ev.get(names[i])
             op = ops[i]
             if op == _TRUTHY:
@@ -908,7 +907,7 @@ class PredicateCompiler:
             if inner is None:
                 ok = False
             else:
-                negated = lambda e, f=inner: not f(e)  # type: ignore[misc]  # noqa: E731
+                negated = _negate(inner)
                 self._shape(negated, "not", inner)
                 add(negated)
         if not ok:
@@ -1337,6 +1336,11 @@ def required_literals(pattern: str, *, lowered: bool = False,
     return seq(parsed, fold)
 
 
+def _negate(f: Pred) -> Pred:
+    """``not:`` of a compiled predicate."""
+    return lambda e: not f(e)
+
+
 def never(e: dict[str, Any]) -> bool:
     return False
 
@@ -1369,7 +1373,7 @@ def _specialise(pred: Pred, etype: str, shapes: dict[Any, tuple[str, Any]]) -> P
         inner = _specialise(data, etype, shapes)
         if inner is True or inner is False:
             return not inner
-        return pred if inner is data else (lambda e, f=inner: not f(e))  # type: ignore[misc]
+        return pred if inner is data else _negate(inner)
     parts = [_specialise(p, etype, shapes) for p in data]
     decided = kind == "any"  # a part with this answer decides the combinator
     if any(p is decided for p in parts):
