@@ -11,7 +11,7 @@ Typical use::
     watch.finalize(now)
 """
 
-from watcher.engine import runtime as _runtime
+from watcher.engine.compile import COMPILED_HERE
 from watcher.engine.errors import ERROR_KINDS, RuleError, RuleLoadErrors
 from watcher.engine.loader import (
     RuleSet,
@@ -25,8 +25,9 @@ from watcher.engine.model import ExceptionSpec, Rule
 from watcher.engine.runtime import Engine, RunContext, SampleStatus, SampleWatch
 from watcher.engine.testing import CaseResult, materialise, run_case, run_rule_tests
 
-# the hot path was compiled by mypyc at install time (setup.py); else pure Python
-COMPILED: bool = not _runtime.__file__.endswith(".py")
+# the hot path was compiled by mypyc at install time (setup.py, all its modules or
+# none); else pure Python
+COMPILED: bool = COMPILED_HERE
 
 __all__ = [
     "COMPILED", "ERROR_KINDS", "CaseResult", "Engine", "ExceptionSpec", "Rule", "RuleError",

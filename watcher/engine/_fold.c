@@ -3,7 +3,7 @@
  * Repeat keys, excerpts and whitespace-insensitive text tests fold every tool
  * call's arguments and results; code and command output are full of newlines and
  * indentation, and splitting them into words only to join them again was a tenth
- * of the engine's time. ASCII text is folded in two passes over its bytes; any
+ * of the engine's time. ASCII text is folded in one pass over its bytes; any
  * other text takes CPython's own split and join, so the result is always exactly
  * `" ".join(text.split())` (tests/engine/test_fold.py checks both paths).
  */
