@@ -154,6 +154,22 @@ def test_corpus_completions_are_resolved(corpus: LogSource) -> None:
 
 
 @needs_corpus
+def test_corpus_limit_events_keep_the_limit_kind(corpus: LogSource) -> None:
+    """A logged sample_limit event's own ``type`` (the limit's kind) survives as
+    ``limit_type``; normalising the normalised event again keeps it."""
+    task = _task(corpus, CTF.name)
+    events = _all_events(corpus, task, "56", 1, types=frozenset({"sample_limit"}))
+    assert [e["type"] for e in events] == ["message"]  # as logged
+    for tier in ("metadata", "content", "full"):
+        ev = normalise(events[0], tier)
+        assert (ev["type"], ev["limit_type"]) == ("sample_limit", "message")
+        assert normalise(ev, tier)["limit_type"] == "message"
+    # the live compact form has no kind to keep; an inline test's event names none
+    assert "limit_type" not in normalise({"event": "sample_limit", "pending": False})
+    assert "limit_type" not in normalise({"type": "sample_limit", "message": "m"})
+
+
+@needs_corpus
 def test_type_filter_advances_over_everything_scanned(corpus: LogSource) -> None:
     task = _task(corpus, CTF.name)
     first = corpus.events(task, "47", 1, since=None, types=frozenset({"tool"}),

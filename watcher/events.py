@@ -100,6 +100,10 @@ def normalise(raw: dict[str, Any], tier: Tier = "content") -> Event:
     etype = str(raw.get("event") or raw.get("type") or "unknown")
     is_raw = _looks_raw(etype, raw)
     out: Event = dict(raw) if not is_raw else {}
+    if etype == "sample_limit" and raw.get("type") not in (None, etype):
+        # a logged or ``full`` limit event's own ``type`` is the limit's kind (message,
+        # token, time, working, cost, custom), which the event type takes the place of
+        out["limit_type"] = raw["type"]
     out["type"] = etype
     out.setdefault("event", etype)
     out["uuid"] = raw.get("uuid")
