@@ -76,6 +76,9 @@ def start_eval(tmp: Path, task: str, *args: str, tool_delay: float = 0.05,
     cmd = [sys.executable, "-m", "inspect_ai._cli.main", "eval", f"{task_file}@{task}",
            "--model", "scripted/test", "--log-dir", str(log_dir), "--display", "none", *args]
     with output.open("wb") as fh:
+        # SIGINT at its default action: ``stop`` uses Inspect's graceful path, which a
+        # suite run in the background of a non-interactive shell would pass on ignored
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=full_env,
-                                stdin=subprocess.DEVNULL, cwd=tmp)
+                                stdin=subprocess.DEVNULL, cwd=tmp,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return EvalProc(proc, log_dir, data_home, output)

@@ -509,12 +509,18 @@ def test_sigkilled_eval_is_reported_and_the_watch_goes_on(eval_runner: Any,
     assert offline <= live
 
 
+def _default_sigint() -> None:
+    # a watcher run in the foreground, as Ctrl+C reaches it: when the suite itself runs in
+    # the background of a non-interactive shell, SIGINT is ignored, and children inherit that
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _watch_cmd(out: Path, state: Path, summary: Path, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         [*_inspect_watch(), "watch", "--format", "jsonl", "-o", str(out), "--state", str(state),
          "--summary", str(summary), "--poll", "0.2"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        cwd=str(REPO), start_new_session=True)
+        cwd=str(REPO), start_new_session=True, preexec_fn=_default_sigint)
 
 
 @pytest.mark.e2e
