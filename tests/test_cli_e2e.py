@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +38,39 @@ def test_demo_watches_the_example_and_leaves_no_process(tmp_path: Path) -> None:
     assert "sample clean" not in out  # the clean run is not flagged
     assert "only observes" in out
     assert list((tmp_path / "logs").glob("*.eval"))
+    time.sleep(0.5)
+    assert _demo_processes() == []
+
+
+def test_demo_in_the_background_stops_its_eval_gracefully(tmp_path: Path) -> None:
+    """Run as a non-interactive shell runs a background job (SIGINT ignored, which the
+    eval would inherit) and stopped with SIGTERM mid-run: the demo exits 130 without
+    waiting for the eval, and stops it through Inspect's graceful path (its log says
+    cancelled; a SIGKILL would leave no finished log)."""
+    logs = tmp_path / "logs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "watcher", "demo", "--no-color", "--keep-logs", str(logs)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "DEMO_TOOL_DELAY": "3",
+             "PYTHONUNBUFFERED": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stdout is not None
+        seen = ""
+        while not seen.startswith("[") and proc.poll() is None:
+            seen = proc.stdout.readline()  # up to the first finding
+        proc.send_signal(signal.SIGTERM)
+        out = seen + proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out
+    assert "interrupted; stopping the example eval" in out and "eval finished" not in out
+    from inspect_ai.log import read_eval_log
+
+    [log] = logs.glob("*.eval")
+    assert read_eval_log(str(log), header_only=True).status == "cancelled"
     time.sleep(0.5)
     assert _demo_processes() == []
 

@@ -25,6 +25,7 @@ from watcher.resources import bundled_dir
 def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
     from watcher.cli import load_engine, run_watch
     from watcher.runner import Selector
+    from watcher.watch import EXIT_INTERRUPTED
 
     engine = load_engine((), (), (), None)
     eval_file = bundled_dir("examples") / "demo_eval.py"
@@ -38,7 +39,8 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
                    "(scripted model, 3 samples: clean, repeated-call, submit-loop)")
         out = open(Path(tmp) / "eval.out", "wb")  # noqa: SIM115 - closed below
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_default_sigint)  # no threads yet: fork-safe
         os.environ["INSPECT_WATCH_CONTROL_DIR"] = str(data_home / "inspect_ai" / "control")
         try:
             if not _wait_for_discovery(data_home, proc, timeout=90):
@@ -47,6 +49,9 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
                            + (Path(tmp) / "eval.out").read_text()[-2000:], err=True)
                 return 3
             code = run_watch(engine, selector=Selector(), poll=0.5, no_color=no_color)
+            if code == EXIT_INTERRUPTED:  # Ctrl+C or SIGTERM: stop the eval, do not await it
+                click.echo("inspect-watch demo: interrupted; stopping the example eval")
+                return code
             proc.wait(timeout=60)
             click.echo(f"inspect-watch demo: eval finished; logs in {log_dir}"
                        if keep_logs else "inspect-watch demo: eval finished")
@@ -67,6 +72,13 @@ def _wait_for_discovery(data_home: Path, proc: subprocess.Popen[bytes], timeout:
             return False
         time.sleep(0.1)
     return False
+
+
+def _default_sigint() -> None:
+    """In the eval's process: SIGINT back to its default action. A demo started in the
+    background of a non-interactive shell inherits an ignored SIGINT, and so would the
+    eval; ``_stop`` would then wait in vain for Inspect's graceful stop and kill it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
