@@ -46,6 +46,7 @@ from watcher.reporters.examples import (
     example_snapshots,
     example_summary,
 )
+from watcher.reporters.jsonl import finding_record
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -152,6 +153,22 @@ def test_text_repeated_snapshot_not_reprinted() -> None:
     r.finding(f)
     r.finding(replace(f, count=f.count + 1, last_seen=f.last_seen + 5))
     assert buf.getvalue().count("Repeated identical tool call") == 1
+
+
+def test_human_reports_leave_out_facts_shown_on_their_own_lines() -> None:
+    """first_seen/last_seen are raw epochs (1.8e+09 in a facts line); the "seen" line
+    shows them as times. JSONL keeps every fact."""
+    f = example_snapshots()[0]
+    facts = {"count": 5, "first_seen": T0, "last_seen": T0 + 30.0, "span": 30.0,
+             "excerpt": "cat /tmp/status", "window": "12 events"}
+    f = replace(f, evidence=replace(f.evidence, facts=facts))
+    block = TextReporter(io.StringIO(), quiet=True).finding_block(f, "new")
+    evidence = [line for line in block.splitlines() if "evidence:" in line]
+    assert evidence == ["  evidence: count=5, window=«12 events»"]
+    assert "seen: " in block
+    md = render_markdown(replace(example_summary(), findings=(f,)))
+    assert "count\\=5" in md and "first\\_seen" not in md
+    assert finding_record(f)["evidence"]["facts"] == facts  # JSONL keeps them
 
 
 def test_text_status_lines_throttled_when_not_tty() -> None:

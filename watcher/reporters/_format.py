@@ -84,9 +84,15 @@ def fmt_number(v: Any) -> str:
     return str(v)
 
 
+# facts every report already shows on its own line ("seen: …", the quoted agent text);
+# JSONL keeps them (a raw epoch such as first_seen=1.8e+09 tells a reader nothing)
+SHOWN_ELSEWHERE = frozenset({"first_seen", "last_seen", "span", "excerpt"})
+
+
 def fmt_facts(facts: Mapping[str, Any], limit: int = 8, value_len: int = 120) -> str:
     """``key=value`` pairs; string values are agent-derived, so cleaned and «quoted»."""
     parts: list[str] = []
+    facts = {k: v for k, v in facts.items() if k not in SHOWN_ELSEWHERE}
     for i, (k, v) in enumerate(facts.items()):
         if i >= limit:
             parts.append(f"+{len(facts) - limit} more")
