@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -568,3 +569,31 @@ def test_signalled_watch_flushes_and_restart_repeats_nothing(
               if r.get("kind") == "finding"]
     assert not set(second) & reported, "a finding was reported again after the restart"
     assert len(second) == len(set(second))
+
+
+@pytest.mark.e2e
+def test_reader_leaving_the_pipe_ends_the_watch_with_state_saved(
+        eval_runner: Any, tmp_path: Path) -> None:
+    """``watch --format jsonl | head -n 1`` (an agent taking the first finding): once the
+    reader has gone the watch stops with 141 (128 + SIGPIPE), no traceback, and its state
+    saved, so the next run with that state does not report the line again."""
+    ev = eval_runner("loops", tool_delay=1.5)
+    ev.discovery()
+    state = tmp_path / "state.json"
+    watch = " ".join(shlex.quote(a) for a in [*_inspect_watch(), "watch", "--format", "jsonl",
+                                               "--state", str(state), "--poll", "0.2"])
+    res = subprocess.run(
+        ["bash", "-c", f"{watch} 2>{shlex.quote(str(tmp_path / 'err'))} | head -n 1; "
+         "echo ${PIPESTATUS[0]}"],
+        capture_output=True, text=True, timeout=240, cwd=str(REPO),
+        preexec_fn=_default_sigint)
+    line, code = res.stdout.splitlines()
+    assert code == "141", (tmp_path / "err").read_text()
+    err = (tmp_path / "err").read_text()
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    first = json.loads(line)
+    saved = json.loads(state.read_text())
+    if first.get("kind") == "finding":
+        assert first["id"] in saved["reported"]
+    assert saved["reported"], "the findings written before the reader left were not saved"
+    assert ev.proc.poll() is None, "the eval ended first: the watch was not cut short"

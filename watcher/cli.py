@@ -6,12 +6,14 @@ module level: ``--help`` and a live watch must start fast.
 
 Exit codes: 0 ok; 1 a finding at or above ``--fail-on`` was reported (or a
 ``rules test`` case failed); 2 bad input (invalid rules, options or state file);
-3 a source could not be read; 130 interrupted (outputs flushed, state saved).
+3 a source could not be read; 130 interrupted (outputs flushed, state saved); 141 the
+output's reader went away, e.g. ``| head`` (state saved).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,15 @@ def _sinks(fmt: str, output: str | None, quiet: bool, no_color: bool, min_confid
     return sinks
 
 
+def _quiet_closed_stdout() -> None:
+    """Point a stdout whose reader has gone at /dev/null: what is still buffered for it
+    can never arrive, and Python's flush at exit would print a BrokenPipeError."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               replay: list[str] | None = None, poll: float = 1.0, fmt: str = "text",
               output: str | None = None, min_confidence: str = "low", once: bool = False,
@@ -133,8 +144,10 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
         sink.start(context)
     result = watch.run()
     summary = watch.summary()
-    for sink in sinks:
+    for sink in sinks:  # less any whose reader went away during the watch
         sink.stop(summary)
+    if result.output_closed:
+        _quiet_closed_stdout()
     if summary_md:
         from watcher.reporters import MarkdownReporter
 

@@ -25,7 +25,7 @@ from watcher.resources import bundled_dir
 def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
     from watcher.cli import load_engine, run_watch
     from watcher.runner import Selector
-    from watcher.watch import EXIT_INTERRUPTED
+    from watcher.watch import EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED
 
     engine = load_engine((), (), (), None)
     eval_file = bundled_dir("examples") / "demo_eval.py"
@@ -49,6 +49,8 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
                            + (Path(tmp) / "eval.out").read_text()[-2000:], err=True)
                 return 3
             code = run_watch(engine, selector=Selector(), poll=0.5, no_color=no_color)
+            if code == EXIT_OUTPUT_CLOSED:  # `demo | head`: nobody reads on; stop the eval
+                return code
             if code == EXIT_INTERRUPTED:  # Ctrl+C or SIGTERM: stop the eval, do not await it
                 click.echo("inspect-watch demo: interrupted; stopping the example eval")
                 return code

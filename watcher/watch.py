@@ -38,6 +38,7 @@ EXIT_FAIL_ON = 1
 EXIT_BAD_INPUT = 2
 EXIT_SOURCE = 3
 EXIT_INTERRUPTED = 130
+EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a program its pipe ended
 
 
 class Sink(Protocol):
@@ -72,6 +73,7 @@ class WatchResult:
     notices: list[Notice]
     interrupted: bool = False
     watchers: int = 0
+    output_closed: bool = False
 
 
 class Watch:
@@ -90,6 +92,7 @@ class Watch:
         self.notices: list[Notice] = []
         self.failed = False
         self._interrupted = False
+        self.output_closed = False  # a reporter's reader went away (``| head``)
         self._known_pids: set[int] = set()
         self.started_at = time.time()
         # findings read from logs or recordings are about runs that are over
@@ -149,8 +152,7 @@ class Watch:
     def _route(self, item: Finding | Notice) -> None:
         if isinstance(item, Notice):
             self.notices.append(item)
-            for sink in self.sinks:
-                sink.notice(item)
+            self._send("notice", item)
             return
         # the hand-off names what a person can do (cancel commands, kill -INT PID) for
         # every reporter, JSONL included, so an agent reading findings gets them too
@@ -160,13 +162,31 @@ class Watch:
             return
         if not self.state.should_report(item):
             return
-        self.state.mark_reported(item)
         if self.config.fail_on and confidence_rank(item.confidence) >= confidence_rank(
             self.config.fail_on
         ):
             self.failed = True
-        for sink in self.sinks:
-            sink.finding(item)
+        if self._send("finding", item):
+            # only what every reporter took is reported: one a closed pipe refused is
+            # reported again by the next run with the same --state
+            self.state.mark_reported(item)
+
+    def _send(self, method: str, what: Finding | Notice | StatusSnapshot) -> bool:
+        """Call ``method`` with ``what`` on every reporter; False if one could not take it.
+
+        A reporter whose reader has gone (EPIPE: ``inspect-watch watch | head``) is dropped
+        and the watch ends as if interrupted: it saves its state and stops, instead of a
+        traceback that would skip the state file.
+        """
+        ok = True
+        for sink in list(self.sinks):
+            try:
+                getattr(sink, method)(what)
+            except BrokenPipeError:
+                self.sinks.remove(sink)
+                self.output_closed = self._interrupted = True
+                ok = False
+        return ok
 
     def status(self) -> StatusSnapshot:
         """A snapshot for the live status area."""
@@ -241,8 +261,7 @@ class Watch:
                 if now - last_status >= 1.0:
                     last_status = now
                     snap = self.status()
-                    for sink in self.sinks:
-                        sink.status(snap)
+                    self._send("status", snap)
                     if on_tick:
                         on_tick()
                 if self._interrupted:
@@ -277,8 +296,9 @@ class Watch:
     def _result(self, watchers: int) -> WatchResult:
         code = EXIT_FAIL_ON if self.failed else EXIT_OK
         if self._interrupted and not self.failed:
-            code = EXIT_INTERRUPTED
-        return WatchResult(code, self.findings, self.notices, self._interrupted, watchers)
+            code = EXIT_OUTPUT_CLOSED if self.output_closed else EXIT_INTERRUPTED
+        return WatchResult(code, self.findings, self.notices, self._interrupted, watchers,
+                           self.output_closed)
 
     # -- parallel post-hoc scans -----------------------------------------------------
 
