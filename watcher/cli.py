@@ -16,12 +16,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from watcher import __version__
 from watcher.engine import COMPILED
+
+if TYPE_CHECKING:
+    from watcher.events import Tier
 
 LEVELS = click.Choice(["low", "medium", "high"])
 
@@ -296,7 +299,7 @@ def ls_cmd(as_json: bool) -> None:
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False))
 @click.option("--tier", type=click.Choice(["metadata", "content", "full"]), default="content")
 @click.option("--log-dir", help="Record from logs instead of a live eval.")
-def record(task: str, sample_id: str, epoch: int, output: str, tier: str,
+def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
            log_dir: str | None) -> None:
     """Record one sample's event pages to a JSONL file (for fixtures and bug reports)."""
     from watcher.record import RecordError, record_sample

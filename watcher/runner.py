@@ -570,8 +570,8 @@ class SourceWatcher:
                 tw._on_row(key, row, time.time())
         for key, stream in tw.streams.items():
             stream.task = tasks[0]
-            row = tw.rows.get(key)
-            if stream.done or row is None or not row.terminal:
+            last = tw.rows.get(key)
+            if stream.done or last is None or not last.terminal:
                 continue
             for _ in range(10_000):
                 try:

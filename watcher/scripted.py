@@ -56,7 +56,9 @@ def scripted() -> type[MockLLM]:
         def __init__(self, model_name: str, **kwargs: Any) -> None:
             kwargs.pop("custom_outputs", None)
             self._raised: dict[str, int] = {}
-            super().__init__(model_name, custom_outputs=self._generate, **kwargs)
+            # MockLLM awaits an async callable's result; its annotation names sync ones only
+            super().__init__(model_name, custom_outputs=self._generate,  # type: ignore[arg-type]
+                             **kwargs)
 
         async def _generate(
             self, input: list[ChatMessage], tools: Any, tool_choice: Any, config: Any

@@ -56,7 +56,7 @@ from watcher.sources.base import (
 try:
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - a declared dependency
-    _loads = json.loads
+    _loads = json.loads  # type: ignore[assignment]  # same call, wider parameter
 
 TAIL_INTERVAL = 0.2  # seconds: reads within this of the last tail reuse it
 TAIL_BATCH = 5000  # rows per tail query
@@ -283,7 +283,7 @@ class SampleBufferReader:
             fresh = view is None or view.nonce != nonce or offset < view.base
             if fresh or self._clock() - self._tailed_at >= TAIL_INTERVAL:
                 self._tail()  # a new view starts from rows as of now
-            if fresh:
+            if fresh or view is None:
                 view = self._load(key, nonce, vouch.mark)
                 if view is None:
                     return None

@@ -35,7 +35,7 @@ from watcher.sources.uds import UdsClient
 try:  # faster for the larger pages; anything it refuses (NaN) is retried with json
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover - declared dependency
-    _fast_loads = json.loads
+    _fast_loads = json.loads  # type: ignore[assignment]  # same call, wider parameter
 
 
 def _loads(body: bytes) -> Any:

@@ -57,8 +57,8 @@ try:  # a sample's JSON is tens of KB: orjson decodes it several times faster. I
     from orjson import dumps as _dumps
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - declared dependency
-    _loads = json.loads
-    _dumps = None
+    _loads = json.loads  # type: ignore[assignment]  # same call, wider parameter
+    _dumps = None  # type: ignore[assignment]  # tested before use
 
 LOG_SUFFIXES = (".eval", ".json")
 # Inspect's own test for a `.json` log file name (``log_file_pattern``)
@@ -619,7 +619,7 @@ def _task_info_json(header: dict[str, Any], location: str) -> TaskInfo:
         task=spec["task"],
         task_id=spec["task_id"],
         model=spec["model"],
-        status=header.get("status"),
+        status=header.get("status") or "unknown",
         started_at=to_unix(stats.get("started_at") or None),
         completed_at=to_unix(stats.get("completed_at") or None),
         log_location=location,
@@ -667,12 +667,12 @@ def _stat(location: str, fs_options: dict[str, Any]) -> tuple[Any, Any] | None:
     from inspect_ai._util.file import filesystem
 
     try:
-        info = filesystem(location, fs_options).info(location)
+        remote = filesystem(location, fs_options).info(location)
     except FileNotFoundError:
         return None
     except Exception:  # a filesystem that cannot stat: let the caller trust its cache
         return _UNKNOWN
-    return (info.size, info.mtime)
+    return (remote.size, remote.mtime)
 
 
 def iter_log_samples(log_dir: str) -> Iterator[tuple[TaskInfo, SampleRow, list[dict[str, Any]]]]:

@@ -1,0 +1,29 @@
+"""The code is ruff-clean and type-checks: CI runs the test suite, so both are checked
+there (ruff and mypy come with the ``test`` extra)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+
+
+def test_ruff_clean() -> None:
+    pytest.importorskip("ruff")
+    res = _run("ruff", "check", ".")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_mypy_clean(tmp_path: Path) -> None:
+    pytest.importorskip("mypy")
+    res = _run("mypy", "watcher", "--cache-dir", str(tmp_path / "cache"))
+    assert res.returncode == 0, res.stdout + res.stderr
