@@ -42,6 +42,21 @@ def test_demo_watches_the_example_and_leaves_no_process(tmp_path: Path) -> None:
     assert _demo_processes() == []
 
 
+def test_demo_with_a_long_tmpdir_and_without_keep_logs(tmp_path: Path) -> None:
+    """A TMPDIR as long as macOS's once put the eval's control socket past the AF_UNIX
+    path limit (the eval did not start). And without --keep-logs the log the findings name
+    is removed at the end: the demo says so rather than leave a dangling path."""
+    tmpdir = tmp_path / ("t" * 60)
+    tmpdir.mkdir()
+    res = cli("demo", "--no-color", env={"XDG_DATA_HOME": str(tmp_path / "data"),
+                                         "TMPDIR": str(tmpdir)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "now removed (--keep-logs DIR keeps it)" in res.stdout
+    logs = [line.split("Log: ")[1].split(" ")[0] for line in res.stdout.splitlines()
+            if "Log: " in line]
+    assert logs and not any(Path(p).exists() for p in logs)
+
+
 def test_demo_in_the_background_stops_its_eval_gracefully(tmp_path: Path) -> None:
     """Run as a non-interactive shell runs a background job (SIGINT ignored, which the
     eval would inherit) and stopped with SIGTERM mid-run: the demo exits 130 without

@@ -29,7 +29,7 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
 
     engine = load_engine((), (), (), None)
     eval_file = bundled_dir("examples") / "demo_eval.py"
-    with tempfile.TemporaryDirectory(prefix="inspect-watch-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="inspect-watch-demo-", dir=_temp_root()) as tmp:
         data_home = Path(tmp) / "data"
         log_dir = Path(keep_logs) if keep_logs else Path(tmp) / "logs"
         env = {**os.environ, "XDG_DATA_HOME": str(data_home), "INSPECT_LOG_LEVEL": "warning"}
@@ -55,13 +55,23 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
                 click.echo("inspect-watch demo: interrupted; stopping the example eval")
                 return code
             proc.wait(timeout=60)
-            click.echo(f"inspect-watch demo: eval finished; logs in {log_dir}"
-                       if keep_logs else "inspect-watch demo: eval finished")
+            click.echo(f"inspect-watch demo: eval finished; logs in {log_dir}" if keep_logs
+                       else "inspect-watch demo: eval finished; its log was in a temporary "
+                       "directory, now removed (--keep-logs DIR keeps it)")
             return 0 if code in (0, 1) else code
         finally:
             os.environ.pop("INSPECT_WATCH_CONTROL_DIR", None)
             _stop(proc)
             out.close()
+
+
+def _temp_root() -> str | None:
+    """Where the demo's temporary directory goes: the system's, unless that path is so
+    long that the eval's control socket (``…/data/inspect_ai/control/PID.sock``) would pass
+    the AF_UNIX limit of 104-108 bytes (a macOS TMPDIR comes close); then ``/tmp``."""
+    socket = Path(tempfile.gettempdir(), "inspect-watch-demo-xxxxxxxx", "data", "inspect_ai",
+                  "control", "4194304.sock")
+    return "/tmp" if len(str(socket)) > 100 and os.path.isdir("/tmp") else None
 
 
 def _wait_for_discovery(data_home: Path, proc: subprocess.Popen[bytes], timeout: float) -> bool:
