@@ -65,3 +65,43 @@ def test_no_running_evals_is_a_notice_not_an_error(tmp_path: Path, monkeypatch) 
     monkeypatch.setenv("INSPECT_WATCH_CONTROL_DIR", str(tmp_path / "empty"))
     res = CliRunner().invoke(main, ["watch", "--once", "--no-color"])
     assert res.exit_code == 0 and "no running Inspect evals" in res.output
+
+
+def test_outputs_that_cannot_be_written_refuse_to_start(tmp_path: Path) -> None:
+    """A report path checked only at the end would cost the whole watch: each is checked
+    before the watch starts, with the option named (exit 2, no traceback)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    missing = tmp_path / "no" / "such"
+    cases = [
+        (["--output", str(missing / "f.jsonl")], "--output", "does not exist"),
+        (["--format", "jsonl", "-o", str(missing / "f.jsonl")], "--output", "does not exist"),
+        (["--summary", str(missing / "s.md")], "--summary", "does not exist"),
+        (["--html", str(missing / "r.html")], "--html", "does not exist"),
+        (["--output", str(tmp_path)], "--output", "is a directory"),
+    ]
+    for args, hint, why in cases:
+        res = CliRunner().invoke(main, ["watch", "--log-dir", str(logs), "--once", *args])
+        assert res.exit_code == 2, (args, res.output)
+        assert hint in res.output and why in res.output, res.output
+        assert "Traceback" not in res.output
+    assert not missing.parent.exists()
+
+
+def test_missing_log_dir_is_bad_input_and_an_empty_one_a_notice(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["watch", "--log-dir", str(tmp_path / "typo"), "--once"])
+    assert res.exit_code == 2 and "--log-dir" in res.output and "does not exist" in res.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(main, ["watch", "--log-dir", str(empty), "--once", "-q",
+                                    "--format", "jsonl"])
+    assert res.exit_code == 0, res.output
+    notices = [json.loads(line) for line in res.output.splitlines()]
+    assert [n["notice"] for n in notices] == ["no_logs"]
+
+
+def test_report_of_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["report", str(tmp_path / "missing.jsonl")])
+    assert res.exit_code == 3
+    assert "cannot read" in res.output and "missing.jsonl" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)

@@ -5,9 +5,10 @@ formatting lives in :mod:`watcher.reporters`. Nothing here imports inspect_ai at
 module level: ``--help`` and a live watch must start fast.
 
 Exit codes: 0 ok; 1 a finding at or above ``--fail-on`` was reported (or a
-``rules test`` case failed); 2 bad input (invalid rules, options or state file);
-3 a source could not be read; 130 interrupted (outputs flushed, state saved); 141 the
-output's reader went away, e.g. ``| head`` (state saved).
+``rules test`` case failed); 2 bad input (invalid rules, options, state file or an
+output that cannot be written); 3 a source could not be read (or findings could not be
+uploaded where asked); 130 interrupted (outputs flushed, state saved); 141 the output's
+reader went away, e.g. ``| head`` (state saved).
 """
 
 from __future__ import annotations
@@ -100,6 +101,29 @@ def _sinks(fmt: str, output: str | None, quiet: bool, no_color: bool, min_confid
     return sinks
 
 
+def _check_output(path: str | None, hint: str) -> None:
+    """A local output path the watch can write, checked before it starts: a report that
+    failed at the end would cost the whole watch (remote URLs are checked by writing)."""
+    if not path or "://" in path and not path.startswith("file://"):
+        return
+    target = Path(path.removeprefix("file://")).expanduser()
+    parent = target.parent
+    if target.is_dir():
+        raise click.BadParameter(f"{path} is a directory", param_hint=hint)
+    if not parent.is_dir():
+        raise click.BadParameter(f"directory {parent} does not exist", param_hint=hint)
+    if not os.access(parent, os.W_OK) or target.exists() and not os.access(target, os.W_OK):
+        raise click.BadParameter(f"{path} is not writable", param_hint=hint)
+
+
+def _check_log_dir(log_dir: str | None) -> None:
+    """A local ``--log-dir`` must exist: an empty scan of a mistyped path looks like a
+    clean run."""
+    if log_dir and ("://" not in log_dir or log_dir.startswith("file://")):
+        if not Path(log_dir.removeprefix("file://")).expanduser().exists():
+            raise click.BadParameter(f"{log_dir} does not exist", param_hint="--log-dir")
+
+
 def _quiet_closed_stdout() -> None:
     """Point a stdout whose reader has gone at /dev/null: what is still buffered for it
     can never arrive, and Python's flush at exit would print a BrokenPipeError."""
@@ -121,14 +145,18 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     """Run one watch with reporters; returns the exit code."""
     from watcher.reporters import RunContext
     from watcher.state import StateError, WatchState
-    from watcher.watch import EXIT_BAD_INPUT, Watch, WatchConfig
+    from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
 
     try:
         state = WatchState.load(Path(state_path)) if state_path else WatchState()
     except StateError as e:
         click.echo(f"inspect-watch: {e}", err=True)
         return EXIT_BAD_INPUT
-    sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence)
+    try:
+        sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence)
+    except OSError as e:
+        click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
+        return EXIT_BAD_INPUT
     if on_finding:
         from watcher.hooks import CommandHook
 
@@ -143,27 +171,37 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
                          sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
                          log_dirs=(log_dir,) if log_dir else (),
                          rules=tuple(r.id for r in engine.rules), version=__version__)
-    for sink in sinks:
-        sink.start(context)
+    from watcher.reporters.remote import OutputError
+
+    try:
+        for sink in sinks:
+            sink.start(context)
+    except OutputError as e:
+        click.echo(f"inspect-watch: {e}", err=True)
+        return EXIT_BAD_INPUT
     result = watch.run()
     summary = watch.summary()
     for sink in sinks:  # less any whose reader went away during the watch
         sink.stop(summary)
     if result.output_closed:
         _quiet_closed_stdout()
-    if summary_md:
-        from watcher.reporters import MarkdownReporter
+    # findings that did not reach a remote --output (kept locally; the reporter said where)
+    lost = any(getattr(sink, "lost", False) for sink in sinks)
+    from watcher.reporters import HtmlReporter, MarkdownReporter
 
-        md = MarkdownReporter(summary_md)
-        md.start(context)
-        md.stop(summary)
-    if summary_html:
-        from watcher.reporters import HtmlReporter
-
-        html = HtmlReporter(summary_html)
-        html.start(context)
-        html.stop(summary)
-    return result.exit_code
+    code = result.exit_code or (EXIT_SOURCE if lost else 0)
+    for path, cls in ((summary_md, MarkdownReporter), (summary_html, HtmlReporter)):
+        if not path:
+            continue
+        try:
+            rep = cls(path)
+            rep.start(context)
+            rep.stop(summary)
+        except OSError as e:  # checked at the start; the disk or directory changed since
+            click.echo(f"inspect-watch: could not write the report {path}: "
+                       f"{e.strerror or e}", err=True)
+            code = code or EXIT_SOURCE
+    return code
 
 
 @main.command()
@@ -223,6 +261,10 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
     if jobs > 1 and not (log_dir and once):
         raise click.BadParameter("parallel scans read logs: use it with --log-dir and --once",
                                  param_hint="--jobs")
+    _check_log_dir(log_dir)
+    for path, hint in ((output, "--output"), (summary_md, "--summary"),
+                       (summary_html, "--html")):
+        _check_output(path, hint)
     engine = load_engine(rules, disable, only, needs_max, no_builtin, suppress)
     code = run_watch(engine, selector=Selector(task, sample_id, epoch), log_dir=log_dir,
                      poll=poll, fmt=fmt, output=output, min_confidence=min_confidence,
@@ -247,6 +289,7 @@ def replay(files: tuple[str, ...], rules: tuple[str, ...], disable: tuple[str, .
     """Run the rules over recorded event pages (JSONL from `record`)."""
     from watcher.runner import Selector
 
+    _check_output(output, "--output")
     engine = load_engine(rules, disable, only, needs_max, no_builtin, suppress)
     sys.exit(run_watch(engine, selector=Selector(), replay=list(files), fmt=fmt, output=output,
                        min_confidence=min_confidence, fail_on=fail_on, quiet=True, poll=0.05))
@@ -321,7 +364,14 @@ def report(files: tuple[str, ...], fmt: str, output: str | None) -> None:
     from watcher.reporters import REPORTERS, RunContext
     from watcher.reporters.jsonl import summary_from_jsonl
 
-    summary = summary_from_jsonl(list(files))
+    _check_output(output, "--output")
+    try:
+        summary = summary_from_jsonl(list(files))
+    except Exception as e:  # noqa: BLE001 - fsspec backends raise their own types
+        what = getattr(e, "filename", None) or " ".join(files)
+        click.echo(f"inspect-watch report: cannot read {what}: "
+                   f"{getattr(e, 'strerror', None) or f'{type(e).__name__}: {e}'}", err=True)
+        sys.exit(3)
     cls = REPORTERS[fmt]
     rep = cls(output) if output else cls(stream=sys.stdout)  # type: ignore[call-arg]
     rep.start(RunContext(sources=files, version=__version__))

@@ -284,6 +284,10 @@ class Watch:
             self.runner.shutdown()
             for item in self.runner.drain(timeout=0.0):
                 self._route(item)
+            if static and self.config.log_dir and not self._tasks_read() and not any(
+                    n.kind == "source_error" for n in self.notices):
+                self._notice("no_logs", f"no Inspect logs (.eval or .json) found in "
+                             f"{self.config.log_dir}")
             self.state.task_as_of.update(
                 {tw.task.eval_id: tw.as_of for sw in self.runner.watchers.values()
                  for tw in sw.tasks.values() if tw.as_of is not None})
@@ -293,8 +297,14 @@ class Watch:
     def request_stop(self) -> None:
         self._interrupted = True
 
+    def _tasks_read(self) -> bool:
+        return any(sw.tasks for sw in self.runner.watchers.values())
+
     def _result(self, watchers: int) -> WatchResult:
         code = EXIT_FAIL_ON if self.failed else EXIT_OK
+        if code == EXIT_OK and (self.config.log_dir or self.config.replay) and any(
+                n.kind == "source_error" for n in self.notices) and not self._tasks_read():
+            code = EXIT_SOURCE  # nothing could be read: not a clean scan
         if self._interrupted and not self.failed:
             code = EXIT_OUTPUT_CLOSED if self.output_closed else EXIT_INTERRUPTED
         return WatchResult(code, self.findings, self.notices, self._interrupted, watchers,
