@@ -86,6 +86,9 @@ def test_outputs_that_cannot_be_written_refuse_to_start(tmp_path: Path) -> None:
         assert hint in res.output and why in res.output, res.output
         assert "Traceback" not in res.output
     assert not missing.parent.exists()
+    for cmd in (["report", str(tmp_path / "x.jsonl")], ["record", "t", "s"]):
+        res = CliRunner().invoke(main, [*cmd, "--output", str(missing / "out")])
+        assert res.exit_code == 2 and "does not exist" in res.output, (cmd, res.output)
 
 
 def test_missing_log_dir_is_bad_input_and_an_empty_one_a_notice(tmp_path: Path) -> None:

@@ -347,6 +347,8 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
     """Record one sample's event pages to a JSONL file (for fixtures and bug reports)."""
     from watcher.record import RecordError, record_sample
 
+    _check_output(output, "--output")
+
     try:
         pages = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)
     except RecordError as e:
