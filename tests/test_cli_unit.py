@@ -108,3 +108,28 @@ def test_report_of_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     assert res.exit_code == 3
     assert "cannot read" in res.output and "missing.jsonl" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_full_disk_stops_the_watch_and_the_next_run_reports_what_was_lost(
+        tmp_path: Path) -> None:
+    """Findings written to a full device (/dev/full: every write fails with ENOSPC): the
+    watch stops with exit 3 and a clear message, saves its state without marking the
+    unwritten finding reported, and the next run with that state reports everything."""
+    if not Path("/dev/full").exists():
+        import pytest
+
+        pytest.skip("no /dev/full here")
+    from tests.corpus import CORPUS
+
+    state = tmp_path / "state.json"
+    args = ["watch", "--log-dir", str(CORPUS), "--once", "-q", "--format", "jsonl",
+            "--state", str(state)]
+    res = CliRunner().invoke(main, [*args, "-o", "/dev/full"])
+    assert res.exit_code == 3, res.output
+    assert "cannot write findings" in res.output and "No space left" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert json.loads(state.read_text())["reported"] == {}
+    out = tmp_path / "f.jsonl"
+    res = CliRunner().invoke(main, [*args, "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert any(json.loads(line)["kind"] == "finding" for line in out.read_text().splitlines())

@@ -185,6 +185,10 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
         sink.stop(summary)
     if result.output_closed:
         _quiet_closed_stdout()
+    if result.write_error:
+        click.echo(f"inspect-watch: cannot write findings ({result.write_error}); the watch "
+                   "stopped and saved its state: the next run with the same --state reports "
+                   "what was not written", err=True)
     # findings that did not reach a remote --output (kept locally; the reporter said where)
     lost = any(getattr(sink, "lost", False) for sink in sinks)
     from watcher.reporters import HtmlReporter, MarkdownReporter

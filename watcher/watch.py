@@ -74,6 +74,7 @@ class WatchResult:
     interrupted: bool = False
     watchers: int = 0
     output_closed: bool = False
+    write_error: str | None = None
 
 
 class Watch:
@@ -93,6 +94,7 @@ class Watch:
         self.failed = False
         self._interrupted = False
         self.output_closed = False  # a reporter's reader went away (``| head``)
+        self.write_error: str | None = None  # a reporter could not write (a full disk)
         self._known_pids: set[int] = set()
         self.started_at = time.time()
         # findings read from logs or recordings are about runs that are over
@@ -174,17 +176,23 @@ class Watch:
     def _send(self, method: str, what: Finding | Notice | StatusSnapshot) -> bool:
         """Call ``method`` with ``what`` on every reporter; False if one could not take it.
 
-        A reporter whose reader has gone (EPIPE: ``inspect-watch watch | head``) is dropped
-        and the watch ends as if interrupted: it saves its state and stops, instead of a
-        traceback that would skip the state file.
+        A reporter whose reader has gone (EPIPE: ``inspect-watch watch | head``) or that
+        cannot write (a full disk) is dropped and the watch ends as if interrupted: it
+        saves its state and stops, instead of a traceback that would skip the state file.
+        What it could not take is not marked reported, so the next run reports it.
         """
-        ok = True
+        # once a reporter is dropped, nothing more reaches everything it was asked to
+        ok = not (self.output_closed or self.write_error is not None)
         for sink in list(self.sinks):
             try:
                 getattr(sink, method)(what)
-            except BrokenPipeError:
+            except OSError as e:
                 self.sinks.remove(sink)
-                self.output_closed = self._interrupted = True
+                if isinstance(e, BrokenPipeError):
+                    self.output_closed = True
+                else:
+                    self.write_error = str(e)
+                self._interrupted = True
                 ok = False
         return ok
 
@@ -248,6 +256,7 @@ class Watch:
             self._discover()
         deadline = time.time() + self.config.wait_for_evals
         previous = _install_sigterm(self.request_stop)
+        finished_before = set(self.state.finished)
         try:
             last_status = 0.0
             last_discover = time.time()
@@ -288,9 +297,14 @@ class Watch:
                     n.kind == "source_error" for n in self.notices):
                 self._notice("no_logs", f"no Inspect logs (.eval or .json) found in "
                              f"{self.config.log_dir}")
-            self.state.task_as_of.update(
-                {tw.task.eval_id: tw.as_of for sw in self.runner.watchers.values()
-                 for tw in sw.tasks.values() if tw.as_of is not None})
+            if self.output_closed or self.write_error is not None:
+                # findings of samples read in this run may not have been written: the
+                # next run reads those samples again (what was written is not repeated)
+                self.state.finished = finished_before
+            else:
+                self.state.task_as_of.update(
+                    {tw.task.eval_id: tw.as_of for sw in self.runner.watchers.values()
+                     for tw in sw.tasks.values() if tw.as_of is not None})
             self.state.save()
         return self._result(len(self.runner.watchers))
 
@@ -307,8 +321,10 @@ class Watch:
             code = EXIT_SOURCE  # nothing could be read: not a clean scan
         if self._interrupted and not self.failed:
             code = EXIT_OUTPUT_CLOSED if self.output_closed else EXIT_INTERRUPTED
+        if self.write_error is not None:
+            code = EXIT_SOURCE  # findings could not be written: not a run to trust
         return WatchResult(code, self.findings, self.notices, self._interrupted, watchers,
-                           self.output_closed)
+                           self.output_closed, self.write_error)
 
     # -- parallel post-hoc scans -----------------------------------------------------
 
