@@ -2,12 +2,13 @@
 
     python benchmarks/bench_fleet.py [--samples 300] [--turns 10] [--tool-delay 6]
                                      [--poll 1] [--repeat-every 5] [--rounds 1]
-                                     [--transport auto|http]
+                                     [--transport auto|http] [--engine source|compiled]
 
 Runs the same eval twice per round (A/B, one after the other so they do not share
 the two cores; ``--rounds N`` alternates the order and reports the median slowdown):
 once alone, once watched by ``inspect-watch watch
---format jsonl -o FILE --poll 1`` as a subprocess. All samples run at once
+--format jsonl -o FILE --poll 1`` as a subprocess (from the working tree's sources, or
+``--engine compiled``: the wheel ``pip install .`` builds). All samples run at once
 (``--max-samples`` = samples); each does ``turns`` tool calls of ``tool-delay``
 seconds (default: ~60 s per sample). Every ``repeat-every``-th sample repeats
 ``cat /tmp/status`` five times (instant calls) after ``repeat-at`` calls (default:
@@ -141,6 +142,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1,
                     help="A/B pairs to run, alternating their order; the slowdown is the "
                          "median over rounds")
+    ap.add_argument("--engine", choices=["source", "compiled"], default="source",
+                    help="the watcher's engine: the working tree's sources (pure Python) or "
+                    "the compiled wheel `pip install .` builds (tests/compiled.py)")
     ap.add_argument("--transport", choices=["auto", "http"], default="auto",
                     help="auto: running samples' events from the eval's sample buffer; "
                          "http: every read through the control channel")
@@ -158,10 +162,18 @@ def main() -> None:
     task_file = write_task_file(work, samples=args.samples, turns=args.turns,
                                 repeat_every=args.repeat_every, repeat_at=repeat_at,
                                 jitter=args.jitter)
+    compiled: str | None = None
+    if args.engine == "compiled":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.compiled import compiled_tree
+
+        print("building (or reusing) the compiled engine from the working tree ...", flush=True)
+        compiled = str(compiled_tree())
     print(f"{args.samples} samples at once, {args.turns} calls x {args.tool_delay}s each "
           f"(~{args.turns * args.tool_delay:.0f}s per sample), watcher poll {args.poll}s; "
           f"every {args.repeat_every}th sample repeats a call after call {repeat_at}; "
-          f"delays spread +-{args.jitter:.0%}; watcher transport {args.transport}")
+          f"delays spread +-{args.jitter:.0%}; watcher transport {args.transport}; "
+          f"engine {'compiled (' + compiled + ')' if compiled else 'pure Python (sources)'}")
 
     def alone(i: int) -> tuple[float, float]:
         t0 = time.perf_counter()
@@ -183,6 +195,10 @@ def main() -> None:
             time.sleep(0.05)
         out = work / f"findings{i}.jsonl"
         env = {**os.environ, "XDG_DATA_HOME": str(work / f"data-{name}")}
+        cwd = None
+        if compiled is not None:  # beside no sources, so the compiled tree is imported
+            env["PYTHONPATH"] = compiled
+            cwd = str(work)
         found: dict[str, tuple[float, dict[str, Any]]] = {}
         stop = threading.Event()
         tailer = threading.Thread(target=tail, args=(out, found, stop), daemon=True)
@@ -191,7 +207,7 @@ def main() -> None:
         watcher = subprocess.Popen(watch_cmd("watch", "--format", "jsonl", "-o", str(out),
                                              "--poll", str(args.poll),
                                              "--transport", args.transport),
-                                   env=env, stdout=subprocess.DEVNULL,
+                                   env=env, stdout=subprocess.DEVNULL, cwd=cwd,
                                    stderr=(work / f"watch{i}.err").open("wb"),
                                    stdin=subprocess.DEVNULL)
         peaks: dict[int, float] = {}
