@@ -143,7 +143,8 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               on_finding: str | None = None, wait_for_evals: float = 0.0,
               extra_sinks: list[Any] | None = None, jobs: int = 1) -> int:
     """Run one watch with reporters; returns the exit code."""
-    from watcher.reporters import RunContext
+    from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
+    from watcher.reporters.remote import OutputError
     from watcher.state import StateError, WatchState
     from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
 
@@ -171,8 +172,6 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
                          sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
                          log_dirs=(log_dir,) if log_dir else (),
                          rules=tuple(r.id for r in engine.rules), version=__version__)
-    from watcher.reporters.remote import OutputError
-
     try:
         for sink in sinks:
             sink.start(context)
@@ -191,8 +190,6 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
                    "what was not written", err=True)
     # findings that did not reach a remote --output (kept locally; the reporter said where)
     lost = any(getattr(sink, "lost", False) for sink in sinks)
-    from watcher.reporters import HtmlReporter, MarkdownReporter
-
     code = result.exit_code or (EXIT_SOURCE if lost else 0)
     for path, cls in ((summary_md, MarkdownReporter), (summary_html, HtmlReporter)):
         if not path:
