@@ -77,21 +77,24 @@ def _lines(url: str) -> list[dict]:
         return [json.loads(line) for line in fh.read().splitlines()]
 
 
-def test_unwritable_remote_output_refuses_to_start(tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    FlakyFS.writes_ok = 0
+def _scan_corpus_to(url: str, writes_ok: int) -> int:
+    """The corpus scanned with findings to ``url``, whose store takes ``writes_ok`` writes."""
+    FlakyFS.writes_ok = writes_ok
     try:
-        code = run_watch(load_engine((), (), (), None), selector=Selector(),
-                         log_dir=str(CORPUS), once=True, fmt="jsonl",
-                         output="flaky://bucket/host-a.jsonl", quiet=True)
+        return run_watch(load_engine((), (), (), None), selector=Selector(),
+                         log_dir=str(CORPUS), once=True, fmt="jsonl", output=url, quiet=True)
     finally:
         FlakyFS.writes_ok = None
-    assert code == 2
+
+
+def test_unwritable_remote_output_refuses_to_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert _scan_corpus_to("flaky://bucket/host-a.jsonl", writes_ok=0) == 2
     err = capsys.readouterr().err
     assert "cannot write flaky://bucket/host-a.jsonl" in err and "network is down" in err
 
 
-def test_failed_uploads_never_stop_the_watch_and_lose_nothing(tmp_path: Path,
+def test_failed_uploads_never_stop_the_watch_and_lose_nothing(
         capsys: pytest.CaptureFixture[str]) -> None:
     url = "flaky://bucket/host-b.jsonl"
     rep = RemoteJsonlReporter(url, every=0.0)
@@ -113,16 +116,10 @@ def test_failed_uploads_never_stop_the_watch_and_lose_nothing(tmp_path: Path,
     assert not rep.lost and not Path(rep.spool).exists()
 
 
-def test_last_upload_failing_keeps_the_spool_and_says_where(tmp_path: Path,
+def test_last_upload_failing_keeps_the_spool_and_says_where(
         capsys: pytest.CaptureFixture[str]) -> None:
-    FlakyFS.writes_ok = 1  # the empty object at the start, then nothing more
-    try:
-        code = run_watch(load_engine((), (), (), None), selector=Selector(),
-                         log_dir=str(CORPUS), once=True, fmt="jsonl",
-                         output="flaky://bucket/host-c.jsonl", quiet=True)
-    finally:
-        FlakyFS.writes_ok = None
-    assert code == 3  # the findings did not get where they were asked to go
+    # the empty object at the start, then nothing more: the findings did not get there
+    assert _scan_corpus_to("flaky://bucket/host-c.jsonl", writes_ok=1) == 3
     err = capsys.readouterr().err
     assert "were not uploaded to flaky://bucket/host-c.jsonl" in err
     spool = err.split("they are in ")[-1].split()[0]
