@@ -133,3 +133,16 @@ def test_full_disk_stops_the_watch_and_the_next_run_reports_what_was_lost(
     res = CliRunner().invoke(main, [*args, "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert any(json.loads(line)["kind"] == "finding" for line in out.read_text().splitlines())
+
+
+def test_only_and_disable_must_name_a_rule_or_category(tmp_path: Path) -> None:
+    """A typo in --disable left the rule running; in --only it ran no rule at all, and the
+    watch reported nothing, like a clean run. Both are bad input (W121), with a guess."""
+    res = CliRunner().invoke(main, ["watch", "--once", "--disable", "submit-lop"])
+    assert res.exit_code == 2
+    assert "W121 unknown-selection" in res.output and "did you mean 'submit-loop'" in res.output
+    res = CliRunner().invoke(main, ["watch", "--once", "--only", "shortcut,nosuchrule"])
+    assert res.exit_code == 2 and "'nosuchrule' is no rule id or category" in res.output
+    assert "'shortcut'" not in res.output  # a category is a valid --only
+    res = CliRunner().invoke(main, ["rules", "list", "--only", "shortcut", "--json"])
+    assert res.exit_code == 0, res.output

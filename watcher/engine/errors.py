@@ -106,12 +106,15 @@ NeedsMismatchError = _kind("W117", "needs-mismatch", "The rule reads text its ti
 BadIdError = _kind("W118", "bad-id", "A rule id that is not kebab-case.")
 UnknownFactError = _kind("W119", "unknown-fact", "A condition names a fact the detector lacks.")
 FileError = _kind("W120", "file-error", "A rule path cannot be read.")
+UnknownSelectionError = _kind("W121", "unknown-selection",
+                              "--only or --disable names no loaded rule id or category.")
 
 ERROR_KINDS: tuple[type[RuleError], ...] = (
     YamlSyntaxError, DuplicateKeyError, UnknownKeyError, WrongTypeError, BadJmespathError,
     BadRegexError, CatastrophicRegexError, BadDetectorParamsError, DuplicateIdError,
     EmptyFileError, MissingFieldError, UnknownReferenceError, BadTemplateError, BadValueError,
     BadTestError, UnsafeYamlError, NeedsMismatchError, BadIdError, UnknownFactError, FileError,
+    UnknownSelectionError,
 )
 
 

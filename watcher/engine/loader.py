@@ -8,6 +8,7 @@ one source are an error (W109). All errors of all files are raised at once.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from watcher.engine.errors import (
     MissingFieldError,
     RuleError,
     RuleLoadErrors,
+    UnknownSelectionError,
     WrongTypeError,
 )
 from watcher.engine.model import ExceptionSpec, Rule, parse_exception, parse_rule
@@ -203,6 +205,7 @@ def load_rules(
     skipped: dict[str, str] = {}
     disabled = {d for item in disable or [] for d in str(item).split(",") if d}
     wanted = {o for item in only or [] for o in str(item).split(",") if o}
+    _check_selection(disabled, wanted, [r for _, r in chosen.values()])
     rules: list[Rule] = []
     for _, rule in chosen.values():
         if not rule.enabled:
@@ -217,6 +220,22 @@ def load_rules(
             rules.append(rule)
     return RuleSet(rules, registry, overrides, skipped,
                    [str(p) for _, p in sources])
+
+
+def _check_selection(disabled: set[str], wanted: set[str], rules: list[Rule]) -> None:
+    """Every ``--disable``/``--only`` name must be a loaded rule's id or category: a typo
+    would otherwise leave the rule meant to be off running, or run no rule at all."""
+    known = {r.id for r in rules} | {r.category for r in rules}
+    errors: list[RuleError] = []
+    for option, names in (("--disable", disabled), ("--only", wanted)):
+        for name in sorted(names - known):
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            errors.append(UnknownSelectionError(
+                f"{option} {name!r} is no rule id or category", file=option,
+                hint=(f"did you mean {close[0]!r}? " if close else "")
+                + "`inspect-watch rules list` shows ids and categories"))
+    if errors:
+        raise RuleLoadErrors(errors)
 
 
 def load_suppressions(path: str | Path) -> list[ExceptionSpec]:
