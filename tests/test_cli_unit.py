@@ -146,3 +146,11 @@ def test_only_and_disable_must_name_a_rule_or_category(tmp_path: Path) -> None:
     assert "'shortcut'" not in res.output  # a category is a valid --only
     res = CliRunner().invoke(main, ["rules", "list", "--only", "shortcut", "--json"])
     assert res.exit_code == 0, res.output
+
+
+def test_replay_of_a_file_that_is_no_recording_is_a_located_error() -> None:
+    bad = Path(__file__).parent / "data" / "replay_bad.jsonl"
+    res = CliRunner().invoke(main, ["replay", str(bad)])
+    assert res.exit_code == 2
+    assert f"inspect-watch replay: {bad}:3: not JSON" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)

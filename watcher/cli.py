@@ -289,8 +289,16 @@ def replay(files: tuple[str, ...], rules: tuple[str, ...], disable: tuple[str, .
            fail_on: str | None) -> None:
     """Run the rules over recorded event pages (JSONL from `record`)."""
     from watcher.runner import Selector
+    from watcher.sources.base import SourceError
+    from watcher.sources.replay import read_recordings
 
     _check_output(output, "--output")
+    for f in files:  # a file that is no recording is bad input, located, before any rule runs
+        try:
+            read_recordings(f)
+        except SourceError as e:
+            click.echo(f"inspect-watch replay: {e}", err=True)
+            sys.exit(2)
     engine = load_engine(rules, disable, only, needs_max, no_builtin, suppress)
     sys.exit(run_watch(engine, selector=Selector(), replay=list(files), fmt=fmt, output=output,
                        min_confidence=min_confidence, fail_on=fail_on, quiet=True, poll=0.05))
