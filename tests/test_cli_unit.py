@@ -154,3 +154,22 @@ def test_replay_of_a_file_that_is_no_recording_is_a_located_error() -> None:
     assert res.exit_code == 2
     assert f"inspect-watch replay: {bad}:3: not JSON" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_a_task_or_sample_that_matches_nothing_is_said() -> None:
+    """watch TASK [SAMPLE] over logs where nothing matches read nothing: a notice says
+    so, where an empty output would look like a clean run."""
+    from tests.corpus import CORPUS
+
+    def notices(*selector: str) -> list[dict]:
+        res = CliRunner().invoke(main, ["watch", "--log-dir", str(CORPUS), *selector,
+                                        "--once", "-q", "--format", "jsonl"])
+        assert res.exit_code == 0, res.output
+        rows = [json.loads(line) for line in res.output.splitlines()]
+        return [r for r in rows if r["kind"] == "notice" and r["notice"] == "no_match"]
+
+    [task] = notices("luce_intercode_ctf")  # the task's name is inspect_evals/luce_…
+    assert "no task matching 'luce_intercode_ctf'" in task["message"]
+    [sample] = notices("inspect_evals/luce_intercode_ctf", "no-such-sample")
+    assert "no sample 'no-such-sample'" in sample["message"]
+    assert notices("inspect_evals/luce_intercode_ctf", "56") == []

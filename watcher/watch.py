@@ -293,10 +293,8 @@ class Watch:
             self.runner.shutdown()
             for item in self.runner.drain(timeout=0.0):
                 self._route(item)
-            if static and self.config.log_dir and not self._tasks_read() and not any(
-                    n.kind == "source_error" for n in self.notices):
-                self._notice("no_logs", f"no Inspect logs (.eval or .json) found in "
-                             f"{self.config.log_dir}")
+            if not self._interrupted:
+                self._say_if_nothing_matched()
             if self.output_closed or self.write_error is not None:
                 # findings of samples read in this run may not have been written: the
                 # next run reads those samples again (what was written is not repeated)
@@ -310,6 +308,25 @@ class Watch:
 
     def request_stop(self) -> None:
         self._interrupted = True
+
+    def _say_if_nothing_matched(self) -> None:
+        """A notice when the watch read nothing because nothing matched: an empty scan of a
+        mistyped task or sample looks like a clean run."""
+        cfg, sel = self.config, self.config.selector
+        if not self.runner.watchers or any(n.kind == "source_error" for n in self.notices):
+            return  # no eval at all (its own notice) or a source that could not be read
+        where = f"in {cfg.log_dir}" if cfg.log_dir else "in the watched evals"
+        if not self._tasks_read():
+            if sel.task:
+                self._notice("no_match", f"no task matching {sel.task!r} {where} (a task id "
+                             "prefix, an eval id prefix or the exact task name)")
+            elif cfg.log_dir:
+                self._notice("no_logs", f"no Inspect logs (.eval or .json) found in {where[3:]}")
+        elif sel.sample_id is not None and not any(
+                tw.streams for sw in self.runner.watchers.values() for tw in sw.tasks.values()):
+            epoch = f" epoch {sel.epoch}" if sel.epoch is not None else ""
+            self._notice("no_match", f"no sample {sel.sample_id!r}{epoch} in the matching "
+                         f"tasks {where}")
 
     def _tasks_read(self) -> bool:
         return any(sw.tasks for sw in self.runner.watchers.values())
