@@ -124,11 +124,13 @@ def test_full_disk_stops_the_watch_and_the_next_run_reports_what_was_lost(
     state = tmp_path / "state.json"
     args = ["watch", "--log-dir", str(CORPUS), "--once", "-q", "--format", "jsonl",
             "--state", str(state)]
-    res = CliRunner().invoke(main, [*args, "-o", "/dev/full"])
-    assert res.exit_code == 3, res.output
-    assert "cannot write findings" in res.output and "No space left" in res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit)
-    assert json.loads(state.read_text())["reported"] == {}
+    for jobs in ("1", "2"):  # one process, and workers whose findings the parent writes
+        res = CliRunner().invoke(main, [*args, "--jobs", jobs, "-o", "/dev/full"])
+        assert res.exit_code == 3, res.output
+        assert "cannot write findings" in res.output and "No space left" in res.output
+        assert res.exception is None or isinstance(res.exception, SystemExit)
+        saved = json.loads(state.read_text())
+        assert saved["reported"] == {} and saved["finished"] == [], jobs
     out = tmp_path / "f.jsonl"
     res = CliRunner().invoke(main, [*args, "-o", str(out)])
     assert res.exit_code == 0, res.output

@@ -387,7 +387,8 @@ class Watch:
                 tasks.setdefault(t.eval_id, t)
             for smp in summary.samples:
                 samples.setdefault((smp.eval_id, smp.sample_id, smp.epoch), smp)
-            self.state.finished.update(finished)
+            if not (self.output_closed or self.write_error is not None):
+                self.state.finished.update(finished)  # else read them again next run
         self._merged = RunSummary(tasks=tuple(tasks.values()), samples=tuple(samples.values()),
                                   findings=(), notices=(), log_dirs=(), log_files=(),
                                   started_at=self.started_at, ended_at=time.time())
