@@ -113,3 +113,55 @@ def test_a_result_that_cannot_be_unpickled_fails_the_scan_instead_of_hanging(
     monkeypatch.setattr(watch_mod.pickle, "loads", broken)
     with pytest.raises(TypeError, match="cannot rebuild"):
         scan(logs, jobs=2)
+
+
+def _children(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl+C"])
+def test_signalled_parallel_scan_stops_and_writes_its_summary(tmp_path: Path, how: str) -> None:
+    """SIGTERM to the watcher, or Ctrl+C (SIGINT to the whole process group) while its
+    workers scan: each used to leave the pool waiting for workers that handled the signal
+    themselves, for ever. Now the parent stops them, writes its summary and state, and
+    exits 130."""
+    import os
+    import signal
+    import time
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(40):  # long enough a scan (seconds) to be signalled in the middle
+        for f in CORPUS.glob("*.eval"):
+            shutil.copy(f, logs / f"{i}-{f.name}")
+    summary, state = tmp_path / "s.md", tmp_path / "state.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "watcher", "watch", "--log-dir", str(logs), "--once", "-j", "2",
+         "-q", "--format", "jsonl", "-o", str(tmp_path / "f.jsonl"), "--summary", str(summary),
+         "--state", str(state)],
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 60
+        while len(_children(proc.pid)) < 2 and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        workers = _children(proc.pid)
+        assert len(workers) == 2, "the workers never started"
+        time.sleep(0.2)
+        if how == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert summary.read_text().strip() and state.exists()
+    assert not any(Path(f"/proc/{w}").exists() for w in workers)

@@ -255,7 +255,8 @@ class Watch:
         if not static:
             self._discover()
         deadline = time.time() + self.config.wait_for_evals
-        previous = _install_sigterm(self.request_stop)
+        # a parallel scan's worker leaves signals to its parent (see _worker_signals)
+        previous = _install_sigterm(self.request_stop) if cfg.shard is None else None
         finished_before = set(self.state.finished)
         try:
             last_status = 0.0
@@ -361,9 +362,12 @@ class Watch:
         global _FORKED
         jobs = self.config.jobs
         _FORKED = (self.engine, self.config, self.state)
+        # SIGTERM stops the scan as Ctrl+C does (the pool's workers are terminated; this
+        # process still writes its summary and state); each worker handles its own
+        previous = _install_sigterm(_raise_interrupt)
         try:
             ctx = multiprocessing.get_context("fork")
-            with ctx.Pool(jobs) as pool:
+            with ctx.Pool(jobs, initializer=_worker_signals) as pool:
                 # workers pickle their results themselves: a result the pool's own
                 # thread failed to unpickle would leave map() waiting for ever; here the
                 # error is raised
@@ -373,6 +377,8 @@ class Watch:
             results = []
         finally:
             _FORKED = None
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         seen_notices: set[tuple[str, str]] = set()
         tasks: dict[str, TaskSummary] = {}
         samples: dict[tuple[str, str, int], SampleSummary] = {}
@@ -432,6 +438,18 @@ def _shard_worker(k: int) -> bytes:
                                   fail_on=None), mine, [sink])
     watch.run()
     return pickle.dumps((sink.items, watch.summary(), mine.finished))
+
+
+def _raise_interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def _worker_signals() -> None:
+    """In a parallel scan's worker: Ctrl+C at a terminal reaches the whole process group,
+    but only the parent acts on it; SIGTERM (the pool's ``terminate``) ends the worker at
+    once. A worker that handled either would keep the pool waiting for it for ever."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _install_sigterm(handler: Callable[[], None]) -> Any:
