@@ -181,8 +181,7 @@ class Watch:
         saves its state and stops, instead of a traceback that would skip the state file.
         What it could not take is not marked reported, so the next run reports it.
         """
-        # once a reporter is dropped, nothing more reaches everything it was asked to
-        ok = not (self.output_closed or self.write_error is not None)
+        ok = not self.output_failed  # once one is dropped, nothing more reaches them all
         for sink in list(self.sinks):
             try:
                 getattr(sink, method)(what)
@@ -296,7 +295,7 @@ class Watch:
                 self._route(item)
             if not self._interrupted:
                 self._say_if_nothing_matched()
-            if self.output_closed or self.write_error is not None:
+            if self.output_failed:
                 # findings of samples read in this run may not have been written: the
                 # next run reads those samples again (what was written is not repeated)
                 self.state.finished = finished_before
@@ -310,11 +309,19 @@ class Watch:
     def request_stop(self) -> None:
         self._interrupted = True
 
+    @property
+    def output_failed(self) -> bool:
+        """A reporter was dropped (its pipe closed, or it could not write)."""
+        return self.output_closed or self.write_error is not None
+
+    def _source_failed(self) -> bool:
+        return any(n.kind == "source_error" for n in self.notices)
+
     def _say_if_nothing_matched(self) -> None:
         """A notice when the watch read nothing because nothing matched: an empty scan of a
         mistyped task or sample looks like a clean run."""
         cfg, sel = self.config, self.config.selector
-        if not self.runner.watchers or any(n.kind == "source_error" for n in self.notices):
+        if not self.runner.watchers or self._source_failed():
             return  # no eval at all (its own notice) or a source that could not be read
         where = f"in {cfg.log_dir}" if cfg.log_dir else "in the watched evals"
         if not self._tasks_read():
@@ -322,7 +329,7 @@ class Watch:
                 self._notice("no_match", f"no task matching {sel.task!r} {where} (a task id "
                              "prefix, an eval id prefix or the exact task name)")
             elif cfg.log_dir:
-                self._notice("no_logs", f"no Inspect logs (.eval or .json) found in {where[3:]}")
+                self._notice("no_logs", f"no Inspect logs (.eval or .json) found {where}")
         elif sel.sample_id is not None and not any(
                 tw.streams for sw in self.runner.watchers.values() for tw in sw.tasks.values()):
             epoch = f" epoch {sel.epoch}" if sel.epoch is not None else ""
@@ -334,8 +341,8 @@ class Watch:
 
     def _result(self, watchers: int) -> WatchResult:
         code = EXIT_FAIL_ON if self.failed else EXIT_OK
-        if code == EXIT_OK and (self.config.log_dir or self.config.replay) and any(
-                n.kind == "source_error" for n in self.notices) and not self._tasks_read():
+        if code == EXIT_OK and (self.config.log_dir or self.config.replay) and (
+                self._source_failed() and not self._tasks_read()):
             code = EXIT_SOURCE  # nothing could be read: not a clean scan
         if self._interrupted and not self.failed:
             code = EXIT_OUTPUT_CLOSED if self.output_closed else EXIT_INTERRUPTED
@@ -393,7 +400,7 @@ class Watch:
                 tasks.setdefault(t.eval_id, t)
             for smp in summary.samples:
                 samples.setdefault((smp.eval_id, smp.sample_id, smp.epoch), smp)
-            if not (self.output_closed or self.write_error is not None):
+            if not self.output_failed:
                 self.state.finished.update(finished)  # else read them again next run
         self._merged = RunSummary(tasks=tuple(tasks.values()), samples=tuple(samples.values()),
                                   findings=(), notices=(), log_dirs=(), log_files=(),
