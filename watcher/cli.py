@@ -101,12 +101,21 @@ def _sinks(fmt: str, output: str | None, quiet: bool, no_color: bool, min_confid
     return sinks
 
 
+def _local(path: str | None) -> Path | None:
+    """A plain path or ``file://`` URL as a local path; ``None`` for none or another URL."""
+    from watcher.reporters.remote import is_url
+
+    if not path or is_url(path):
+        return None
+    return Path(path.removeprefix("file://")).expanduser()
+
+
 def _check_output(path: str | None, hint: str) -> None:
     """A local output path the watch can write, checked before it starts: a report that
     failed at the end would cost the whole watch (remote URLs are checked by writing)."""
-    if not path or "://" in path and not path.startswith("file://"):
+    target = _local(path)
+    if target is None:
         return
-    target = Path(path.removeprefix("file://")).expanduser()
     parent = target.parent
     if target.is_dir():
         raise click.BadParameter(f"{path} is a directory", param_hint=hint)
@@ -119,9 +128,9 @@ def _check_output(path: str | None, hint: str) -> None:
 def _check_log_dir(log_dir: str | None) -> None:
     """A local ``--log-dir`` must exist: an empty scan of a mistyped path looks like a
     clean run."""
-    if log_dir and ("://" not in log_dir or log_dir.startswith("file://")):
-        if not Path(log_dir.removeprefix("file://")).expanduser().exists():
-            raise click.BadParameter(f"{log_dir} does not exist", param_hint="--log-dir")
+    local = _local(log_dir)
+    if local is not None and not local.exists():
+        raise click.BadParameter(f"{log_dir} does not exist", param_hint="--log-dir")
 
 
 def _quiet_closed_stdout() -> None:
