@@ -62,6 +62,13 @@ class EvalProc:
                 self.proc.wait(10)
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` for a child the tests signal: SIGINT at its default action. When the
+    suite itself runs in the background of a non-interactive shell SIGINT is ignored, and
+    children inherit that (an eval would not stop gracefully, a watcher not at all)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_eval(tmp: Path, task: str, *args: str, tool_delay: float = 0.05,
                data_home: Path | None = None, env: dict[str, str] | None = None,
                task_file: Path = SCENARIOS) -> EvalProc:
@@ -76,9 +83,7 @@ def start_eval(tmp: Path, task: str, *args: str, tool_delay: float = 0.05,
     cmd = [sys.executable, "-m", "inspect_ai._cli.main", "eval", f"{task_file}@{task}",
            "--model", "scripted/test", "--log-dir", str(log_dir), "--display", "none", *args]
     with output.open("wb") as fh:
-        # SIGINT at its default action: ``stop`` uses Inspect's graceful path, which a
-        # suite run in the background of a non-interactive shell would pass on ignored
+        # ``stop`` uses Inspect's graceful path (SIGINT)
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=full_env,
-                                stdin=subprocess.DEVNULL, cwd=tmp,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                stdin=subprocess.DEVNULL, cwd=tmp, preexec_fn=default_sigint)
     return EvalProc(proc, log_dir, data_home, output)

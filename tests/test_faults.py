@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.evalproc import default_sigint
 from tests.fakeserver import FakeControlServer, model_event, tool_event
 from watcher.engine import Engine, load_rules
 from watcher.engine.runtime import SampleWatch
@@ -510,18 +511,12 @@ def test_sigkilled_eval_is_reported_and_the_watch_goes_on(eval_runner: Any,
     assert offline <= live
 
 
-def _default_sigint() -> None:
-    # a watcher run in the foreground, as Ctrl+C reaches it: when the suite itself runs in
-    # the background of a non-interactive shell, SIGINT is ignored, and children inherit that
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _watch_cmd(out: Path, state: Path, summary: Path, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         [*_inspect_watch(), "watch", "--format", "jsonl", "-o", str(out), "--state", str(state),
          "--summary", str(summary), "--poll", "0.2"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        cwd=str(REPO), start_new_session=True, preexec_fn=_default_sigint)
+        cwd=str(REPO), start_new_session=True, preexec_fn=default_sigint)
 
 
 @pytest.mark.e2e
@@ -586,7 +581,7 @@ def test_reader_leaving_the_pipe_ends_the_watch_with_state_saved(
         ["bash", "-c", f"{watch} 2>{shlex.quote(str(tmp_path / 'err'))} | head -n 1; "
          "echo ${PIPESTATUS[0]}"],
         capture_output=True, text=True, timeout=240, cwd=str(REPO),
-        preexec_fn=_default_sigint)
+        preexec_fn=default_sigint)
     line, code = res.stdout.splitlines()
     assert code == "141", (tmp_path / "err").read_text()
     err = (tmp_path / "err").read_text()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.corpus import CORPUS
+from tests.evalproc import default_sigint
 from watcher.engine import Engine, load_rules
 from watcher.findings import Finding, Notice
 from watcher.runner import RunOptions
@@ -144,7 +145,7 @@ def test_signalled_parallel_scan_stops_and_writes_its_summary(tmp_path: Path, ho
          "-q", "--format", "jsonl", "-o", str(tmp_path / "f.jsonl"), "--summary", str(summary),
          "--state", str(state)],
         stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=default_sigint)
     try:
         deadline = time.time() + 60
         while len(_children(proc.pid)) < 2 and proc.poll() is None and time.time() < deadline:
