@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 CTF = CORPUS / "docent-intercode-ctf-gpt4o.eval"
 OXDNA = CORPUS / "metr-oxdna-claude-opus.eval"
+MSWE = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
 
 needs_corpus = pytest.mark.skipif(not CTF.exists() or not OXDNA.exists(),
                                   reason="corpus logs not available")
@@ -85,8 +86,12 @@ def _task(src: LogSource, name: str) -> TaskInfo:
 @needs_corpus
 def test_corpus_tasks(corpus: LogSource) -> None:
     tasks = corpus.tasks()
-    assert len(tasks) == 2
+    assert sorted(Path(str(t.log_location)).name for t in tasks) == sorted(
+        p.name for p in (CTF, OXDNA, MSWE))
     ctf, oxdna = _task(corpus, CTF.name), _task(corpus, OXDNA.name)
+    mswe = _task(corpus, MSWE.name)
+    assert (mswe.task, mswe.model) == ("mswe_replay", "replayed/model")
+    assert mswe.counts["total"] == mswe.counts["completed"] == 375
     assert (ctf.eval_id, ctf.task, ctf.model, ctf.status) == (
         "5jLZH5hiPWMCKYm5XtKanV", "inspect_evals/luce_intercode_ctf", "openai/gpt-4o", "success")
     assert ctf.task_id == "hhFRFjyT3X2b479az7uSva"
@@ -292,7 +297,7 @@ def demo_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for fmt, log_dir in dirs.items():
         # --log-shared 0: json logs reject shared logging, which can be on by default;
         # relative task path: inspect's task glob rejects absolute ones.
-        cmd = ["inspect", "eval", "examples/demo_eval.py", "--model", "scripted/demo",
+        cmd = ["inspect", "eval", "examples/demo_eval.py",
                "--log-dir", str(log_dir), "--display", "none", "--log-format", fmt]
         if fmt == "json":
             cmd += ["--log-shared", "0"]
@@ -314,7 +319,8 @@ def _demo(demo_logs: dict[str, Path], fmt: str) -> tuple[LogSource, TaskInfo]:
 @pytest.mark.parametrize("fmt", ["eval", "json"])
 def test_demo_log_tasks_and_samples(demo_logs: dict[str, Path], fmt: str) -> None:
     src, task = _demo(demo_logs, fmt)
-    assert (task.task, task.model, task.status) == ("demo", "scripted/demo", "success")
+    assert (task.task, task.model, task.status) == (
+        "demo", "inspect_watch_scripted/demo", "success")
     assert task.log_location and task.log_location.endswith(f".{fmt}")
     assert task.counts == {"total": 3, "completed": 3, "errored": 0, "cancelled": 0,
                            "in_flight": 0}
