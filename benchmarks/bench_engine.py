@@ -49,7 +49,7 @@ PER_SAMPLE = 2000
 
 
 def ref(i: int) -> SampleRef:
-    return SampleRef(task="bench", task_id="t", eval_id="e", model="scripted/test",
+    return SampleRef(task="bench", task_id="t", eval_id="e", model="inspect_watch_scripted/test",
                      sample_id=f"s{i}", epoch=1, attempt=1)
 
 

@@ -53,8 +53,8 @@ def run_eval(work: Path, task_file: Path, samples: int, tool_delay: float,
     out = (work / f"eval-{name}.out").open("wb")
     return subprocess.Popen(
         [sys.executable, "-m", "inspect_ai._cli.main", "eval", f"{task_file}@bench",
-         "--model", "scripted/test", "--log-dir", str(work / f"logs-{name}"), "--display",
-         "none", "--max-samples", str(samples), "--max-connections", str(samples)],
+         "--log-dir", str(work / f"logs-{name}"), "--display", "none",
+         "--max-samples", str(samples), "--max-connections", str(samples)],
         env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 

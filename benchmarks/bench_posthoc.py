@@ -68,13 +68,13 @@ def generate(work: Path, samples: int, turns: int) -> Path:
            "INSPECT_LOG_LEVEL": "warning"}
     t0 = time.perf_counter()
     proc = run_quiet([sys.executable, "-m", "inspect_ai._cli.main", "eval",
-                      f"{task_file}@bench", "--model", "scripted/test", "--log-dir",
+                      f"{task_file}@bench", "--log-dir",
                       str(log_dir), "--display", "none", "--max-samples", "50",
                       "--ctl-server", "off"], env=env)
     if proc.returncode != 0:
         # older/newer Inspect may not know --ctl-server off: retry without it
         proc = run_quiet([sys.executable, "-m", "inspect_ai._cli.main", "eval",
-                          f"{task_file}@bench", "--model", "scripted/test", "--log-dir",
+                          f"{task_file}@bench", "--log-dir",
                           str(log_dir), "--display", "none", "--max-samples", "50"], env=env)
     if proc.returncode != 0:
         raise SystemExit(f"eval failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")

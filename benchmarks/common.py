@@ -119,8 +119,8 @@ def synthetic_events(n: int, seed: int = 0, *, repeat_every: int = 40,
             completion = "My final answer is 42, submitting now. " + completion
         model_ev = {
             "event": "model", "uuid": f"m{i}", "span_id": "s", "timestamp": t,
-            "pending": False, "model": "scripted/test", "input": [], "tools": [],
-            "output": {"model": "scripted/test", "stop_reason": "stop" if text_turn
+            "pending": False, "model": "inspect_watch_scripted/test", "input": [], "tools": [],
+            "output": {"model": "inspect_watch_scripted/test", "stop_reason": "stop" if text_turn
                        else "tool_calls", "completion": completion,
                        "usage": {"total_tokens": rng.randint(500, 9000)},
                        "choices": [{"message": {"role": "assistant", "content": completion,
@@ -180,6 +180,7 @@ from inspect_ai.agent import react
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
 from inspect_ai.tool import Tool, tool
+from watcher.scripted import scripted_model
 
 @tool
 def shell() -> Tool:
@@ -209,6 +210,7 @@ def bench():
                         input="Solve.\\n<script>" + json.dumps(steps(i)) + "</script>")
                  for i in range({samples})],
         solver=react(tools=[shell()]), scorer=includes(), message_limit={turns * 2 + 40},
+        model=scripted_model(),
     )
 '''
     path = directory / "bench_task.py"

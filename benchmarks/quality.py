@@ -70,7 +70,7 @@ def run_quality_eval(log_dir: str, samples: list[str] | None = None,
     """
     # relative to the repo root: Inspect globs a bare file path, and globs must be relative
     target = str(EVAL_FILE.relative_to(ROOT)) + (f"@{task}" if task else "")
-    cmd = ["inspect", "eval", target, "--model", "scripted/q", "--log-dir", log_dir,
+    cmd = ["inspect", "eval", target, "--log-dir", log_dir,
            "--display", "none", "--max-samples", "8", "--no-fail-on-error"]
     if samples:  # the quality task filters its scenarios itself
         cmd += ["-T", "only=" + ",".join(samples)]

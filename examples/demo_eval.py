@@ -1,9 +1,10 @@
 """Bundled example eval: a scripted agent acting out a clean run and two failure modes.
 
-No API keys and no network: ``scripted/demo`` is inspect-watch's scripted model
-API (see ``watcher/scripted.py``), which reads each sample's script from its input.
+No API keys and no network: the task's model, ``inspect_watch_scripted/demo``, is
+inspect-watch's scripted model API (see ``watcher/scripted.py``), which reads each
+sample's script from its input.
 
-    inspect eval examples/demo_eval.py --model scripted/demo
+    inspect eval examples/demo_eval.py
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from inspect_ai.agent import react
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
 from inspect_ai.tool import Tool, tool
+
+from watcher.scripted import scripted_model
 
 
 @tool
@@ -71,4 +74,5 @@ def demo() -> Task:
         solver=react(tools=[shell()]),
         scorer=includes(),
         message_limit=40,
+        model=scripted_model("demo"),
     )

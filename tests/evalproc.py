@@ -72,7 +72,8 @@ def default_sigint() -> None:
 def start_eval(tmp: Path, task: str, *args: str, tool_delay: float = 0.05,
                data_home: Path | None = None, env: dict[str, str] | None = None,
                task_file: Path = SCENARIOS) -> EvalProc:
-    """``inspect eval TASK_FILE@TASK --model scripted/test ARGS`` in the background."""
+    """``inspect eval TASK_FILE@TASK ARGS`` in the background (the task names its model,
+    ``inspect_watch_scripted/test``)."""
     data_home = data_home or tmp / "data"
     log_dir = tmp / "logs"
     data_home.mkdir(parents=True, exist_ok=True)
@@ -81,7 +82,7 @@ def start_eval(tmp: Path, task: str, *args: str, tool_delay: float = 0.05,
                 "INSPECT_LOG_LEVEL": "warning", **(env or {})}
     output = tmp / f"eval-{task}-{time.time_ns()}.out"
     cmd = [sys.executable, "-m", "inspect_ai._cli.main", "eval", f"{task_file}@{task}",
-           "--model", "scripted/test", "--log-dir", str(log_dir), "--display", "none", *args]
+           "--log-dir", str(log_dir), "--display", "none", *args]
     with output.open("wb") as fh:
         # ``stop`` uses Inspect's graceful path (SIGINT)
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=full_env,

@@ -56,7 +56,7 @@ def tool_event(n: int, cmd: str, *, result: str | None = None, pending: bool = F
 def model_event(n: int, text: str = "thinking", ts: float | None = None) -> dict[str, Any]:
     return {"event": "model", "uuid": f"ev-{n}", "span_id": "s1",
             "timestamp": ts if ts is not None else 1_700_000_000.0 + n, "pending": False,
-            "model": "scripted/test", "tokens": 120, "stop_reason": "tool_calls",
+            "model": "inspect_watch_scripted/test", "tokens": 120, "stop_reason": "tool_calls",
             "has_error": False, "completion": text, "error": None}
 
 
@@ -209,7 +209,7 @@ class FakeControlServer:
             if self.tasks_override is not None:
                 return 200, self.tasks_override
             return 200, [{"eval_id": self.eval_id, "task": self.task_name,
-                          "task_id": f"{self.eval_id}-t", "model": "scripted/test",
+                          "task_id": f"{self.eval_id}-t", "model": "inspect_watch_scripted/test",
                           "status": self.task_status, "started_at": time.time() - 10,
                           "completed_at": time.time() if self.task_status != "running"
                           else None, "api_version": self.api_version,

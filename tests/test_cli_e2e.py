@@ -100,7 +100,8 @@ def test_ls_lists_running_tasks(eval_runner: Any) -> None:
         assert res.returncode == 0, res.stderr
         rows = [r for r in json.loads(res.stdout)["tasks"] if r.get("task") == "slow"]
         time.sleep(0.3)
-    assert rows and rows[0]["pid"] == disc["pid"] and rows[0]["model"] == "scripted/test"
+    assert rows and rows[0]["pid"] == disc["pid"]
+    assert rows[0]["model"] == "inspect_watch_scripted/test"
     text = cli("ls")
     assert "slow" in text.stdout and f"pid {disc['pid']}" in text.stdout
 

@@ -34,7 +34,7 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
         log_dir = Path(keep_logs) if keep_logs else Path(tmp) / "logs"
         env = {**os.environ, "XDG_DATA_HOME": str(data_home), "INSPECT_LOG_LEVEL": "warning"}
         cmd = [sys.executable, "-m", "inspect_ai._cli.main", "eval", f"{eval_file}@demo",
-               "--model", "scripted/demo", "--log-dir", str(log_dir), "--display", "none"]
+               "--log-dir", str(log_dir), "--display", "none"]
         click.echo("inspect-watch demo: starting the example eval "
                    "(scripted model, 3 samples: clean, repeated-call, submit-loop)")
         out = open(Path(tmp) / "eval.out", "wb")  # noqa: SIM115 - closed below

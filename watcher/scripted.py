@@ -1,9 +1,16 @@
-"""A scripted model API (``scripted/<name>``) for demos, tests and benchmarks.
+"""A scripted model API (``inspect_watch_scripted/<name>``) for demos, tests and benchmarks.
 
-Registered with Inspect through the ``inspect_ai`` entry point, so a real
-``inspect eval --model scripted/demo`` process runs with no API key and no
-network. The script travels inside the sample input between ``<script>`` and
+A task that sets ``model=scripted_model("demo")`` runs as a real ``inspect eval`` process
+with no API key and no network. The script travels inside the sample input between ``<script>`` and
 ``</script>`` as JSON: a list of steps, one per assistant turn.
+
+The model API is registered when this module is imported, and only then: the task
+files that use it (the bundled demo, the tests' and benchmarks' evals) import it and name
+the model in their ``Task`` (``inspect eval FILE`` without ``--model``: Inspect resolves
+a ``--model`` before it imports the task file). It is deliberately not an ``inspect_ai``
+entry point, which Inspect loads into every eval on the machine, and its provider name is
+this project's own: a user's ``@modelapi(name="scripted")`` (a common name for a test
+model) is never shadowed by installing inspect-watch.
 
 A step is one of::
 
@@ -24,7 +31,7 @@ import json
 import re
 from typing import Any
 
-from inspect_ai.model import ChatMessage, ModelOutput, modelapi
+from inspect_ai.model import ChatMessage, Model, ModelOutput, get_model, modelapi
 from inspect_ai.model._providers.mockllm import MockLLM
 
 _SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
@@ -50,14 +57,19 @@ def script_step(messages: list[ChatMessage]) -> tuple[int, dict[str, Any]]:
     return turn, steps[min(turn, len(steps) - 1)]
 
 
-@modelapi(name="scripted")
+PROVIDER = "inspect_watch_scripted"
+
+
+@modelapi(name=PROVIDER)
 def scripted() -> type[MockLLM]:
     class Scripted(MockLLM):
         def __init__(self, model_name: str, **kwargs: Any) -> None:
-            kwargs.pop("custom_outputs", None)
+            # a caller's own outputs (get_model(..., custom_outputs=...)) win over the
+            # script in the input, as with mockllm
+            outputs = kwargs.pop("custom_outputs", None) or self._generate
             self._raised: dict[str, int] = {}
             # MockLLM awaits an async callable's result; its annotation names sync ones only
-            super().__init__(model_name, custom_outputs=self._generate,  # type: ignore[arg-type]
+            super().__init__(model_name, custom_outputs=outputs,  # type: ignore[arg-type]
                              **kwargs)
 
         async def _generate(
@@ -66,7 +78,7 @@ def scripted() -> type[MockLLM]:
             turn, step = script_step(input)
             if step.get("delay"):
                 await asyncio.sleep(float(step["delay"]))
-            name = f"scripted/{self.model_name}"
+            name = f"{PROVIDER}/{self.model_name}"
             if "raise" in step:
                 key = f"{input[0].text if input else ''}|{turn}"
                 count = self._raised.get(key, 0)
@@ -85,3 +97,8 @@ def scripted() -> type[MockLLM]:
             return max(1, len(text) // 4)
 
     return Scripted
+
+
+def scripted_model(name: str = "test") -> Model:
+    """The scripted model ``inspect_watch_scripted/NAME``, for a ``Task(model=...)``."""
+    return get_model(f"{PROVIDER}/{name}")

@@ -1,14 +1,14 @@
 """The quality corpus: every pattern the built-in pack detects, and its look-alikes.
 
 Real Inspect tasks with ``react()`` agents, driven by the scripted model
-(``--model scripted/q``; each sample's input carries its script, see
+(``inspect_watch_scripted/q``, set by each task; each sample's input carries its script, see
 ``watcher/scripted.py``). Sample ids name the scenario; the expected categories
 of each are in ``benchmarks/quality_labels.yaml``. Tools are simulated and
 deterministic: ``bash`` answers from a small table keyed on the command (some
 outputs change with the number of times a command ran, for polling and re-test
 look-alikes), ``python`` prints the literals it is asked to print.
 
-    inspect eval tests/evals/quality_evals.py --model scripted/q --display none
+    inspect eval tests/evals/quality_evals.py --display none
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
 from inspect_ai.tool import Tool, ToolError, tool
 from inspect_ai.util import store
+
+from watcher.scripted import scripted_model
 
 SUBMIT = {"tool": "submit", "args": {"answer": "42"}}
 
@@ -254,6 +256,7 @@ def _task(scenarios: dict[str, list[dict[str, Any]]], message_limit: int = 60) -
         dataset=[_sample(k, v) for k, v in scenarios.items()],
         solver=react(tools=[bash(), python()]),
         scorer=includes(), message_limit=message_limit,
+        model=scripted_model("q"),
     )
 
 

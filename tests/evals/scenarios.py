@@ -1,4 +1,4 @@
-"""Real evals for end-to-end tests, driven by the scripted model (``scripted/test``).
+"""Real evals for end-to-end tests, driven by the scripted model (``inspect_watch_scripted/test``).
 
 Each sample's input carries its script (see ``watcher/scripted.py``). Task
 arguments (``-T``) pick the shape of the run; ``SCENARIO_TOOL_DELAY`` slows the
@@ -18,6 +18,8 @@ from inspect_ai.agent import react
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
 from inspect_ai.tool import Tool, tool
+
+from watcher.scripted import scripted_model
 
 SUBMIT = {"tool": "submit", "args": {"answer": "42"}}
 
@@ -60,6 +62,7 @@ def multi(samples: int = 5, steps: int = 4) -> Task:
         dataset=[sample(f"s{i}", calls(*[f"echo {i}-{j}" for j in range(steps)]) + [SUBMIT])
                  for i in range(samples)],
         solver=react(tools=[shell()]), scorer=includes(), message_limit=60,
+        model=scripted_model(),
     )
 
 
@@ -74,6 +77,7 @@ def loops() -> Task:
             sample("clean", calls("ls", "cat notes.txt", "python solve.py") + [SUBMIT]),
         ],
         solver=react(tools=[shell()]), scorer=includes(), message_limit=60,
+        model=scripted_model(),
     )
 
 
@@ -89,6 +93,7 @@ def flaky() -> Task:
             sample("steady", calls("pwd", "ls") + [SUBMIT]),
         ],
         solver=react(tools=[shell()]), scorer=includes(), message_limit=60,
+        model=scripted_model(),
     )
 
 
@@ -99,4 +104,5 @@ def slow(samples: int = 2, turns: int = 30) -> Task:
         dataset=[sample(f"slow{i}", calls(*[f"step {i}-{j}" for j in range(turns)]) + [SUBMIT])
                  for i in range(samples)],
         solver=react(tools=[shell()]), scorer=includes(), message_limit=200,
+        model=scripted_model(),
     )

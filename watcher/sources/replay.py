@@ -4,7 +4,7 @@ Recording format (schema 1), one JSON object per line, written by
 :func:`write_recording` / :class:`RecordingWriter` (the ``record`` command)::
 
     {"kind": "header", "schema": 1, "task": "demo", "task_id": "…", "eval_id": "…",
-     "model": "scripted/demo", "sample_id": "clean", "epoch": 1, "tier": "content"}
+     "model": "inspect_watch_scripted/demo", "sample_id": "clean", "epoch": 1, "tier": "content"}
     {"kind": "row", "sample_id": "clean", "epoch": 1, "status": "running", …}
     {"kind": "page", "events": [ … ], "next": "<server cursor>", "done": false}
     {"kind": "page", "events": [ … ], "next": "<server cursor>", "done": true}
