@@ -10,16 +10,29 @@ common
     ``timestamp`` (unix seconds, float), ``pending`` (bool).
 model
     ``model``, ``tokens``, ``stop_reason``, ``has_error``, and at the content
-    tier ``completion`` and ``error``; at the ``full`` tier also ``tool_calls``
+    tier ``completion`` and ``error``, and (where the source has the model's
+    input) ``prompt_role`` and ``prompt``: the role and text of the input's last
+    message, what the model was answering (a tool result, the harness's continue
+    message, a user's reply); at the ``full`` tier also ``tool_calls``
     (``[{"function", "arguments"}]``) and ``tools`` (names offered).
 tool
     ``id``, ``function``, ``has_error``; at the content tier ``arguments``
-    (text), ``args`` (parsed object, or ``None`` when the text was truncated or
-    not JSON), ``result`` and ``error`` (message).
+    (text), ``args`` (parsed object, or ``None`` when only truncated text was
+    served or it is not JSON), ``result`` and ``error`` (message).
 error
     at the content tier ``error`` (message).
 info
     ``source``; at the content tier ``data``.
+
+Whole values. Content-tier text fields are cut to :data:`CONTENT_WIDTH` characters
+(newlines flattened), as the control channel serves them, so that rules read the
+same text whatever the source. Whether two calls or results are *the same* is
+judged on whole values, never on that prefix: an event normalised from a raw one
+(a log, the sample buffer, the ``full`` tier) carries ``whole``, a dict holding the
+whole text of each field whose display text differs from it (empty when none
+does). An event without ``whole`` came from the control channel's truncated
+content tier: there only a text shorter than the width is known whole
+(:func:`is_cut`).
 
 Any other field the server sent passes through untouched, and so do event types
 we do not know. Text fields are agent-controlled: treat them as untrusted.
@@ -37,6 +50,11 @@ TIERS: tuple[Tier, ...] = ("metadata", "content", "full")
 # Width the control channel truncates content-tier text to; the log source
 # applies the same so a live watch and a post-hoc read see the same text.
 CONTENT_WIDTH = 256
+WHOLE = "whole"  # the whole texts of a raw event's truncated fields (see the docstring)
+# the last message of a model event's input, attached by a source that keeps inputs in a
+# pool (a log's ``events_data``, the sample buffer's ``message_pool``): the event's own
+# ``input`` is then empty
+PROMPT_KEY = "_watch_prompt"
 
 
 def tier_rank(tier: Tier) -> int:
@@ -48,6 +66,24 @@ def truncate(text: str, width: int = CONTENT_WIDTH) -> str:
     """The control channel's content-tier truncation (newlines flattened)."""
     text = text.replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def is_cut(text: object) -> bool:
+    """Whether a content-tier text from the control channel was truncated: cut texts
+    are exactly :data:`CONTENT_WIDTH` long and end in "…" (an uncut text of that length
+    ending in "…" reads as cut: identity is then not claimed, which is the safe side)."""
+    return type(text) is str and len(text) == CONTENT_WIDTH and text[-1] == "…"
+
+
+def _display(out: Event, whole: dict[str, str], name: str, full: str, tier: Tier) -> None:
+    """Set field ``name`` to its display text, remembering the whole text if they differ."""
+    if tier == "full":
+        out[name] = full
+        return
+    shown = truncate(full)
+    out[name] = shown
+    if shown != full:
+        whole[name] = full
 
 
 def to_text(value: Any) -> str:
@@ -141,6 +177,9 @@ def _text(value: Any, tier: Tier) -> str:
 def _project_raw(out: Event, etype: str, raw: dict[str, Any], tier: Tier) -> None:
     """Project a raw (logged or ``full``) event onto the compact field names."""
     content = tier != "metadata"
+    whole: dict[str, str] = {}
+    if content:
+        out[WHOLE] = whole
     if etype == "model":
         output = raw.get("output") or {}
         usage = output.get("usage") or {}
@@ -160,18 +199,24 @@ def _project_raw(out: Event, etype: str, raw: dict[str, Any], tier: Tier) -> Non
             ]
             out["tools"] = [t.get("name") for t in raw.get("tools") or [] if isinstance(t, dict)]
         if content:
-            out["completion"] = _text(output.get("completion") or _message_text(message), tier)
+            _display(out, whole, "completion",
+                     to_text(output.get("completion") or _message_text(message)), tier)
             out["error"] = raw.get("error")
+            prompt = _prompt_message(raw)
+            if prompt is not None:
+                out["prompt_role"] = prompt.get("role")
+                _display(out, whole, "prompt", _message_text(prompt), tier)
     elif etype == "tool":
         out["id"] = raw.get("id")
         out["function"] = raw.get("function")
         err = raw.get("error")
         out["has_error"] = err is not None
         if content:
-            arguments = _text(raw.get("arguments"), tier)
-            out["arguments"] = arguments
-            out["args"] = parse_args(arguments)
-            out["result"] = _text(raw.get("result"), tier)
+            value = raw.get("arguments")
+            _display(out, whole, "arguments", to_text(value), tier)
+            out["args"] = value if isinstance(value, dict) else parse_args(
+                whole.get("arguments", out["arguments"]))
+            _display(out, whole, "result", to_text(raw.get("result")), tier)
             out["error"] = (err or {}).get("message") if isinstance(err, dict) else err
     elif etype == "error":
         if content:
@@ -184,6 +229,17 @@ def _project_raw(out: Event, etype: str, raw: dict[str, Any], tier: Tier) -> Non
     else:
         for key, value in raw.items():
             out.setdefault(key, value)
+
+
+def _prompt_message(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The last message of a raw model event's input (or the one a source attached)."""
+    attached = raw.get(PROMPT_KEY)
+    if isinstance(attached, dict):
+        return attached
+    messages = raw.get("input")
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        return messages[-1]
+    return None
 
 
 def _message_text(message: dict[str, Any]) -> str:

@@ -27,7 +27,10 @@ exactly as the control channel would, and hands every other read to it:
   that task, with a notice; the watch goes on over the control channel.
 
 The ``full`` tier is always read over the control channel (the buffer condenses
-model inputs into pools this reader does not rebuild).
+model inputs into pools this reader does not rebuild). Below it, a model event keeps
+only the last message of its input (what the model was answering: a tool's result,
+the harness's continue message, a user's reply), looked up in the sample's
+``message_pool`` and attached as ``events.PROMPT_KEY``, as the log source does.
 """
 
 from __future__ import annotations
@@ -44,10 +47,11 @@ from typing import Any
 
 from watcher.attachments import ATTACHMENT_PROTOCOL, find_refs, resolve_attachments
 from watcher.discovery import discovery_dir
-from watcher.events import Tier
+from watcher.events import PROMPT_KEY, Tier
 from watcher.sources.base import (
     EventPage,
     SampleListing,
+    SourceError,
     TaskInfo,
     decode_cursor,
     encode_cursor,
@@ -120,10 +124,14 @@ class _View:
     is still in the database the attempt's rows have not been replaced.
     """
 
-    __slots__ = ("nonce", "base", "last", "uuids", "data", "anchor", "inits", "broken")
+    __slots__ = ("nonce", "base", "last", "uuids", "data", "anchor", "inits", "broken",
+                 "pool")
 
     def __init__(self, nonce: str) -> None:
         self.nonce = nonce
+        # row ids of the sample's message_pool in pool order (an index into it is a
+        # position in this list); read as far as model events' input refs need
+        self.pool: list[int] = []
         self.base = 0
         self.last = 0  # where the previous read started
         self.uuids: list[str] = []
@@ -301,14 +309,96 @@ class SampleBufferReader:
                 return None
             start = offset - view.base
             blobs = [view.data[u] for u in view.uuids[start:start + limit]]
-            attach = self._attachments(key, blobs)
+            # model events are decoded here, for the pool rows of their prompts; the
+            # rest after the lock is released
+            models = {i: _loads(b) for i, b in enumerate(blobs) if _event_type(b) == "model"}
+            prompts = self._prompts(key, view, models)
+            attach = self._attachments(key, blobs + list(prompts.values()))
         out: list[dict[str, Any]] = []
-        for blob in blobs:
-            event = _loads(blob)
-            if attach is not None and ATTACHMENT_PROTOCOL in blob:
+        for i, blob in enumerate(blobs):
+            event = models.get(i)
+            if event is None:
+                event = _loads(blob)
+            prompt = prompts.get(i)
+            if prompt is not None:
+                message = _loads(prompt)
+                if isinstance(message, dict):
+                    event[PROMPT_KEY] = message
+            if attach is not None and (ATTACHMENT_PROTOCOL in blob or prompt is not None
+                                       and ATTACHMENT_PROTOCOL in prompt):
                 event = resolve_attachments(event, attach)
             out.append(event)
         return out
+
+    def whole(self, sample_id: str, epoch: int,
+              events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A page the control channel served at the content tier, with each completed
+        event replaced by its raw form from the buffer where the buffer still holds it.
+
+        The content tier cuts text to 256 characters; the buffer has the whole event
+        (the same uuid, its latest version), so identity can be judged on whole values
+        for the pages the control channel serves too: an attempt's first page, and the
+        end of a sample that finished (its rows stay until Inspect has logged it).
+        Events the buffer no longer holds, or holds only as still pending, are left as
+        served.
+        """
+        key = (str(sample_id), int(epoch))
+        uuids = [str(e["uuid"]) for e in events
+                 if isinstance(e, dict) and e.get("uuid") and not e.get("pending")]
+        if not uuids:
+            return events
+        with self._lock:
+            marks = ",".join("?" * len(uuids))
+            rows = self._conn.execute(
+                f"SELECT event_id, data FROM events WHERE sample_id = ? AND sample_epoch = ? "
+                f"AND event_id IN ({marks}) ORDER BY id", (key[0], key[1], *uuids)).fetchall()
+            latest = dict(rows)  # ordered by id: the last version of each wins
+            blobs = [b for b in latest.values()]
+            found = {u: _loads(b) for u, b in latest.items()}
+            found = {u: e for u, e in found.items() if isinstance(e, dict)
+                     and not e.get("pending")}
+            models = {i: e for i, e in enumerate(found.values()) if e.get("event") == "model"}
+            view = self._views.get(key) or _View("")
+            prompts = self._prompts(key, view, models)
+            attach = self._attachments(key, blobs + list(prompts.values()))
+        raws = list(found.values())
+        for i, prompt in prompts.items():
+            message = _loads(prompt)
+            if isinstance(message, dict):
+                raws[i][PROMPT_KEY] = message
+        if attach is not None:
+            raws = [resolve_attachments(e, attach) for e in raws]
+        by_uuid = {str(e.get("uuid")): e for e in raws}
+        return [by_uuid.get(str(e.get("uuid")), e) if isinstance(e, dict) else e
+                for e in events]
+
+    def _prompts(self, key: tuple[str, int], view: _View,
+                 models: dict[int, Any]) -> dict[int, str]:
+        """For each model event of a page whose input is pooled: the pool row (JSON) of its
+        input's last message, by the event's position in the page."""
+        ends: dict[int, int] = {}
+        for i, e in models.items():
+            if not isinstance(e, dict) or e.get("input"):
+                continue
+            refs = e.get("input_refs")
+            if isinstance(refs, list) and refs and isinstance(refs[-1], list) and len(
+                    refs[-1]) == 2 and isinstance(refs[-1][1], int) and refs[-1][1] > 0:
+                ends[i] = refs[-1][1]
+        if not ends:
+            return {}
+        if max(ends.values()) > len(view.pool):
+            after = view.pool[-1] if view.pool else 0
+            view.pool += [int(r[0]) for r in self._conn.execute(
+                "SELECT id FROM message_pool WHERE sample_id = ? AND sample_epoch = ? "
+                "AND id > ? ORDER BY id", (key[0], key[1], after))]
+        ids = {i: view.pool[end - 1] for i, end in ends.items() if end <= len(view.pool)}
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(set(ids.values())))
+        rows = dict(self._conn.execute(
+            f"SELECT id, data FROM message_pool WHERE id IN ({marks})",
+            sorted(set(ids.values()))).fetchall())
+        return {i: rows[rid] for i, rid in ids.items() if rid in rows}
 
     def _attachments(self, key: tuple[str, int], blobs: list[str]) -> dict[str, str] | None:
         refs: set[str] = set()
@@ -438,6 +528,15 @@ class BufferedSource:
                 reader = None
         page: EventPage = self.inner.events(task, sample_id, epoch, since=since, types=types,
                                             tier=tier, limit=limit)
+        if reader is not None and tier == "content" and page.events:
+            try:
+                page.events = reader.whole(sample_id, epoch, page.events)
+            except (sqlite3.Error, ValueError) as exc:
+                self._drop(task, exc)
+                reader = None
+            if reader is not None:
+                page.events = self._whole_over_http(task, sample_id, epoch, since, types,
+                                                    limit, page)
         served, end = decode_cursor(page.next)
         if reader is not None and served is not None and not page.done:
             start = offset if served == nonce else 0  # a stale cursor restarts at 0
@@ -448,6 +547,56 @@ class BufferedSource:
             if reader is not None and page.done:
                 reader.forget(sample_id, epoch)
         return page
+
+    def _whole_over_http(self, task: TaskInfo, sample_id: str, epoch: int,
+                         since: str | None, types: frozenset[str] | None, limit: int,
+                         page: EventPage) -> list[dict[str, Any]]:
+        """The page's events still cut (the buffer no longer holds them: the sample
+        finished and Inspect logged it), read again at the ``full`` tier.
+
+        Only what rules compare needs whole values: completed tool and model events of
+        the page. This costs a second request, and a finished model event's full form
+        carries its whole input; it is paid once per page, and only for samples that
+        ended between two reads (their last events) or before the watch started.
+        """
+        cut = {str(e.get("uuid")) for e in page.events
+               if isinstance(e, dict) and "has_error" in e and not e.get("pending")
+               and e.get("event") in ("model", "tool")}
+        if not cut:
+            return page.events
+        try:
+            full: EventPage = self.inner.events(task, sample_id, epoch, since=since,
+                                                types=types, tier="full", limit=limit)
+        except SourceError:
+            return page.events  # served cut: identity on those events is not claimed
+        raw = {str(e.get("uuid")): e for e in full.events
+               if isinstance(e, dict) and str(e.get("uuid")) in cut and not e.get("pending")}
+        self._prompts_from_messages(task, sample_id, epoch, list(raw.values()))
+        return [raw.get(str(e.get("uuid")), e) if isinstance(e, dict) else e
+                for e in page.events]
+
+    def _prompts_from_messages(self, task: TaskInfo, sample_id: str, epoch: int,
+                               events: list[dict[str, Any]]) -> None:
+        """Attach the prompt of full-tier model events whose input the control channel
+        served as attachment references (a logged sample's inputs stay condensed): the
+        message before the turn's own assistant message in the sample's conversation.
+        Where it cannot be found, the prompt is marked unknown (role ``None``)."""
+        todo = [e for e in events if e.get("event") == "model" and PROMPT_KEY not in e
+                and ATTACHMENT_PROTOCOL in str((e.get("input") or [{}])[-1])]
+        if not todo:
+            return
+        try:
+            messages: list[dict[str, Any]] = self.inner.messages(task, sample_id, epoch)
+        except (SourceError, AttributeError):
+            messages = []
+        before = {str(m.get("id")): messages[k - 1] for k, m in enumerate(messages)
+                  if k and m.get("role") == "assistant" and m.get("id")}
+        for e in todo:
+            choices = (e.get("output") or {}).get("choices") or [{}]
+            mid = str(((choices[0] or {}).get("message") or {}).get("id"))
+            prompt = before.get(mid)
+            e[PROMPT_KEY] = prompt if prompt is not None and ATTACHMENT_PROTOCOL not in str(
+                prompt.get("content")) else {"role": None, "content": ""}
 
     def close(self) -> None:
         with self._lock:

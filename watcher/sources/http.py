@@ -137,6 +137,17 @@ class HttpSource:
         body = self._get(f"/evals/{task.eval_id}/sample/events", params)
         return event_page(body, f"pid {self.server.pid}")
 
+    def messages(self, task: TaskInfo, sample_id: str, epoch: int) -> list[dict[str, Any]]:
+        """A sample's conversation as raw messages (``GET .../sample/messages?full``):
+        what a finished model event's prompt is looked up in when its own input is only
+        attachment references (see ``BufferedSource``)."""
+        body = self._get(f"/evals/{task.eval_id}/sample/messages",
+                         {"sample_id": sample_id, "epoch": epoch, "full": True})
+        rows = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(rows, list):
+            raise BadResponse(f"pid {self.server.pid}: malformed messages")
+        return [m for m in rows if isinstance(m, dict)]
+
     def close(self) -> None:
         self._client.close()
 

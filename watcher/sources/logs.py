@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from watcher.attachments import resolve_attachments
-from watcher.events import Tier
+from watcher.events import PROMPT_KEY, Tier
 from watcher.sources.base import (
     BadResponse,
     EventPage,
@@ -200,6 +200,9 @@ class _ParsedSample:
     nonce: str
     events: list[dict[str, Any]]
     attachments: dict[str, str]
+    # the sample's message pool (``events_data.messages``): model events of current logs
+    # name their input by ranges into it (``input_refs``) and hold no input themselves
+    pool: list[Any] = field(default_factory=list)
 
 
 class LogSource:
@@ -386,7 +389,8 @@ class LogSource:
         next_offset = offset + len(scanned)
         wanted = None if types is None or types & {"all", "*"} else types
         unknown: set[str] = set()
-        out = [_resolved(e if tier == "full" else _light(e), parsed.attachments, unknown)
+        out = [_resolved(e if tier == "full" else _light(e, parsed.pool), parsed.attachments,
+                         unknown)
                for e in scanned if wanted is None or e.get("event") in wanted]
         if unknown:
             self._notices.append(
@@ -470,12 +474,34 @@ def _resolved(e: dict[str, Any], attachments: dict[str, str],
     return resolve_attachments(e, attachments, unknown)  # type: ignore[no-any-return]
 
 
-def _light(e: dict[str, Any]) -> dict[str, Any]:
-    """An event without what only the ``full`` tier shows."""
+def _light(e: dict[str, Any], pool: list[Any] | None = None) -> dict[str, Any]:
+    """An event without what only the ``full`` tier shows; a model event keeps the last
+    message of its input (``events.PROMPT_KEY``: what the model was answering)."""
     heavy = _HEAVY_KEYS.get(e.get("event"))  # type: ignore[arg-type]
     if heavy is None:
         return e
-    return {k: v for k, v in e.items() if k not in heavy}
+    out = {k: v for k, v in e.items() if k not in heavy}
+    if e.get("event") == "model":
+        prompt = last_input(e, pool or [])
+        if prompt is not None:
+            out[PROMPT_KEY] = prompt
+    return out
+
+
+def last_input(e: dict[str, Any], pool: list[Any]) -> dict[str, Any] | None:
+    """The last input message of a raw model event: from its ``input``, or, when the
+    input is pooled, the pool entry its last ``input_refs`` range ends at."""
+    messages = e.get("input")
+    if isinstance(messages, list) and messages:
+        last = messages[-1]
+        return last if isinstance(last, dict) else None
+    refs = e.get("input_refs")
+    if isinstance(refs, list) and refs and isinstance(refs[-1], list | tuple) and len(
+            refs[-1]) == 2:
+        end = refs[-1][1]
+        if isinstance(end, int) and 0 < end <= len(pool) and isinstance(pool[end - 1], dict):
+            return pool[end - 1]  # type: ignore[no-any-return]
+    return None
 
 
 _ZIPS: OrderedDict[tuple[str, float, int], Any] = OrderedDict()
@@ -536,8 +562,11 @@ def parse_sample_json(data: dict[str, Any], epoch: int) -> _ParsedSample:
     nonce = attempt_nonce(data.get("uuid"), data.get("id"), epoch,
                           len(data.get("error_retries") or []))
     events = [e for e in data["events"] if isinstance(e, dict)]
+    pools = data.get("events_data")
+    pool = pools.get("messages") if isinstance(pools, dict) else None
     return _ParsedSample(nonce=nonce, events=events,
-                         attachments=dict(data.get("attachments") or {}))
+                         attachments=dict(data.get("attachments") or {}),
+                         pool=pool if isinstance(pool, list) else [])
 
 
 def parse_sample(sample: Any, epoch: int) -> _ParsedSample:
