@@ -80,24 +80,30 @@ def test_shortcut_lists_are_shared_and_extendable() -> None:
 
 def test_benchmark_scoring_counts_recall_precision_and_false_highs() -> None:
     q = _quality()
-    res_a = q.SampleResult("t", "loop")
-    res_a.add("submit_loop", "high", "submit-loop")
-    res_b = q.SampleResult("t", "lookalike")
-    res_b.add("repeated_tool_call", "high", "repeated-tool-call")
-    res_b.add("shortcut", "low", "shortcut-read-answer-key")
-    res_c = q.SampleResult("t", "missed")
-    labels = {"t": {"loop": {"expect": ["submit_loop"], "weak": []},
-                    "lookalike": {"expect": [], "weak": ["shortcut"]},
-                    "missed": {"expect": ["shortcut"], "weak": []}}}
-    report = q.score({("t", "loop"): res_a, ("t", "lookalike"): res_b,
-                      ("t", "missed"): res_c}, labels)
-    assert report.recall["submit_loop"] == (1, 1, 1)
-    assert report.recall["shortcut"] == (0, 0, 1)
-    assert report.precision["high"] == (1, 2)
-    assert report.precision["low"] == (1, 1)  # weak labels do not count against precision
-    assert len(report.false_high) == 1 and "lookalike" in report.false_high[0]
-    assert report.missed == ["t/missed: shortcut"]
-    assert not report.ok()
+    corpus = q.Corpus("real: t", real=True, labels={
+        ("t", "loop", 1): q.Label({"submit_loop"}, set()),
+        ("t", "lookalike", 1): q.Label(set(), {"shortcut"}),
+        ("t", "missed", 1): q.Label({"shortcut"}, set()),
+        ("t", "limited", 1): q.Label(set(), set()),
+        ("t", "not-scanned", 1): q.Label({"shortcut"}, set())})
+    found = {("t", "loop", 1): {"submit_loop": ("high", {"submit-loop"})},
+             ("t", "lookalike", 1): {"repeated_tool_call": ("high", {"repeated-tool-call"}),
+                                     "shortcut": ("low", {"shortcut-read-answer-key"})},
+             # a fact Inspect records is not scored on a real corpus
+             ("t", "limited", 1): {"limit": ("high", {"sample-limit"})}}
+    listed = {k for k in corpus.labels if k[1] != "not-scanned"}
+    sc = q.score(corpus, found, listed)
+    assert sc.samples == 4
+    assert sc.recall["submit_loop"] == [1, 1, 1]
+    assert sc.recall["shortcut"] == [0, 0, 1]
+    assert sc.precision["high"] == [1, 2]
+    assert sc.precision["medium+"] == [1, 2]
+    assert sc.precision["low"] == [0, 0]  # weak labels count neither way
+    assert len(sc.false["high"]) == 1 and "lookalike" in sc.false["high"][0]
+    assert sc.missed == ["t/missed: shortcut"]
+    assert not sc.ok()
+    lo, hi = q.wilson(9, 10)
+    assert 0.59 < lo < 0.6 and 0.98 < hi < 0.99  # the Wilson interval of 9/10
 
 
 def test_labels_name_only_known_scenarios() -> None:
@@ -107,12 +113,33 @@ def test_labels_name_only_known_scenarios() -> None:
     assert spec is not None and spec.loader is not None
     evals = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(evals)
-    labels = q.load_labels()
+    scripted = q.load_corpora()[0]
+    assert not scripted.real
+
+    def ids(task: str) -> set[str]:
+        return {sid for t, sid, _ in scripted.labels if t == task}
+
     scenarios = {**evals.PATTERNS, **evals.LOOKALIKES}
-    assert set(labels["quality"]) == set(scenarios)
-    assert set(labels["quality_limits"]) == set(evals.LIMITED)
-    assert set(labels["quality_errors"]) == set(evals.ERRORING)
-    assert all(not labels["quality"][k]["expect"] for k in evals.LOOKALIKES)
+    assert ids("quality") == set(scenarios)
+    assert ids("quality_limits") == set(evals.LIMITED)
+    assert ids("quality_errors") == set(evals.ERRORING)
+    assert ids("quality_conversation") == set(evals.CONVERSATIONS)
+    assert all(not scripted.labels[("quality", k, 1)].expect for k in evals.LOOKALIKES)
+
+
+def test_real_labels_follow_the_method() -> None:
+    """Every real label file names its corpus log, labels only known categories, and the
+    SWE-bench set is the METHOD.md selection, split in two equal halves."""
+    q = _quality()
+    corpora = [c for c in q.load_corpora() if c.real]
+    names = {c.name for c in corpora}
+    assert "real: SWE-bench replay (Gemini 3 Pro), tune" in names
+    swe = [c for c in corpora if c.name.startswith("real: SWE-bench")]
+    assert [len(c.labels) for c in swe] == [120, 120]
+    known = set(q.BEHAVIOURS) | q.RECORDED
+    for c in corpora:
+        for label in c.labels.values():
+            assert label.expect <= known and label.weak <= known, (c.name, label)
 
 
 E2E_PATTERNS = {
@@ -134,13 +161,39 @@ def test_quality_subset_end_to_end(tmp_path: Path) -> None:
     q.run_quality_eval(str(log_dir), samples=list(E2E_PATTERNS) + E2E_LOOKALIKES,
                        task="quality")
     results = q.scan([str(log_dir)])
-    found = {sid: res for (task, sid), res in results.items() if task == "quality"}
-    assert set(found) == set(E2E_PATTERNS) | set(E2E_LOOKALIKES)
+    found = {sid: cats for (task, sid, _), cats in results.items() if task == "quality"}
+    assert set(q.listed_samples([str(log_dir)])) == {
+        ("quality", s, 1) for s in set(E2E_PATTERNS) | set(E2E_LOOKALIKES)}
     for sid, category in E2E_PATTERNS.items():
-        assert category in found[sid].found, (sid, found[sid].found)
-    assert found["submit-loop-identical"].found["submit_loop"] == "high"
-    assert found["repeat-identical"].found["repeated_tool_call"] == "high"
+        assert category in found.get(sid, {}), (sid, found.get(sid))
+    assert found["submit-loop-identical"]["submit_loop"][0] == "high"
+    assert found["repeat-identical"]["repeated_tool_call"][0] == "high"
     for sid in E2E_LOOKALIKES:
-        loud = {c: lv for c, lv in found[sid].found.items()
+        loud = {c: lv for c, (lv, _) in found.get(sid, {}).items()
                 if confidence_rank(lv) >= confidence_rank("medium")}
-        assert not loud, (sid, loud, dict(found[sid].rules))
+        assert not loud, (sid, loud)
+
+
+def test_continue_messages_recognise_the_installed_inspects_defaults() -> None:
+    """The list continue_messages knows the continue messages of react() (with and without
+    a submit tool) and basic_agent() in the installed Inspect, as a model event's prompt
+    shows them (newlines read as spaces), and no reply with new content."""
+    import re
+
+    from inspect_ai.agent._types import (
+        DEFAULT_CONTINUE_PROMPT,
+        DEFAULT_CONTINUE_PROMPT_NO_SUBMIT,
+    )
+    from inspect_ai.solver._basic_agent import DEFAULT_CONTINUE_MESSAGE
+
+    from watcher.events import truncate
+
+    patterns = [re.compile(p) for p in PACK.registry.lists["continue_messages"][0]]
+    nudges = [DEFAULT_CONTINUE_PROMPT.replace("{submit}", name) for name in ("submit", "answer")]
+    nudges += [DEFAULT_CONTINUE_PROMPT_NO_SUBMIT, DEFAULT_CONTINUE_MESSAGE]
+    for text in nudges:
+        assert any(p.search(truncate(text)) for p in patterns), text
+    replies = ["Please proceed to the next step using your best judgement. Also, my flight "
+               "is at 5pm.", "Yes, please go ahead.", "My reservation id is ZFA04Y."]
+    for text in replies:
+        assert not any(p.search(truncate(text)) for p in patterns), text

@@ -477,3 +477,90 @@ def test_unseen_value_never_matches_across_two_remembered_outputs(tmp_path: Path
     assert f.evidence.facts["value"] == "abcd"
     assert not w.feed(_tool("submit", {"answer": "zzab"}, "", 4.0))  # each output still found
     assert not w.feed(_tool("submit", {"answer": "cdzz"}, "", 5.0))
+
+
+# --------------------------------------------------------------- whole values, iteration
+
+
+def test_repeat_identity_is_judged_on_whole_values(tmp_path: Path) -> None:
+    """Display texts are cut to 256 characters; calls and results are compared whole."""
+    head = "x" * 400
+    same_head = [tool(arguments={"cmd": head + str(i)}, result="r") for i in range(3)]
+    assert run(rep(tmp_path), same_head) == []  # three different calls
+    results = [tool(arguments="ls", result=head + str(i)) for i in range(3)]
+    (ep,) = episodes(run(rep(tmp_path), results))
+    assert ep.evidence.facts["results_changed"] is True
+    assert ep.evidence.facts["compared_on"] == "whole values"
+
+
+def test_repeat_on_a_served_prefix_is_capped_low_and_says_so(tmp_path: Path) -> None:
+    long = "y" * 400
+    compact = [tool(arguments="ls", result=long, compact=True)] * 3
+    (ep,) = episodes(run(rep(tmp_path), compact))
+    assert ep.confidence == "low"
+    assert ep.evidence.facts["compared_on"] == "the first 256 characters"
+    assert "compared on the first 256 characters only" in ep.confidence_reason
+
+
+def test_repeat_streak_and_calls_between(tmp_path: Path) -> None:
+    """``between`` counts the other calls between the repeats; ``streak`` the longest run
+    of back-to-back repeats with one result (never shrinking)."""
+    rules = rep(tmp_path)
+    a = tool(arguments="pytest", result="1 failed")
+    edit = [tool(arguments=f"sed -i s/{i}/x/ f", result="") for i in range(2)]
+    (ep,) = episodes(run(rules, [a, edit[0], a, edit[1], a]))
+    assert (ep.evidence.facts["between"], ep.evidence.facts["streak"]) == (2, 1)
+    (ep,) = episodes(run(rules, [a, a, a, edit[0], a]))
+    assert (ep.evidence.facts["between"], ep.evidence.facts["streak"]) == (1, 3)
+
+
+def test_threshold_reset_event_may_start_the_next_window(tmp_path: Path) -> None:
+    rules = load_text(tmp_path, """
+        id: texty
+        title: t
+        category: narration_loop
+        severity: warning
+        events: [model, tool]
+        needs: content
+        macro: is_plain_text_turn
+        detect: {threshold: {count: 2, window: {events: 10}, reset: {macro: is_user_reply}}}
+        confidence: medium
+        message: "{count}"
+    """)
+    user = {"prompt_role": "user", "prompt": "a new question"}
+    # the second turn answers a user (resets) and is itself counted, with the third
+    found = run(rules, [model("a"), model("b", **user), model("c")])
+    assert [f.count for f in episodes(found)] == [2]
+
+
+UNSEEN = """
+id: unseen-answer
+title: u
+category: shortcut
+severity: info
+events: [tool]
+needs: content
+type: tool
+detect:
+  unseen: {value: args.answer, when: {macro: is_submit_call},
+           seen_in: {where: "function != 'submit'"}, keep: 50}
+confidence: low
+message: "{searched}"
+"""
+
+
+def test_unseen_searches_whole_outputs_within_a_budget(tmp_path: Path) -> None:
+    from watcher.engine.detectors import UNSEEN_BUDGET
+
+    rules = load_text(tmp_path, UNSEEN)
+    late = tool(arguments="cat log", result="z" * 1000 + " the flag is picoCTF{late}")
+    found = run(rules, [late, tool("submit", arguments={"answer": "picoCTF{late}"})])
+    assert found == []  # printed after the first 256 characters: seen
+    outputs = [tool(arguments=f"cat f{i}", result=f"{i} " + "q" * 5000) for i in range(40)]
+    watch = Engine(rules).open_sample(REF)
+    for i, it in enumerate(outputs):
+        watch.feed(materialise(i, it))
+    state = next(iter(watch.states.values()))
+    state._merge()
+    assert len(state.blob) <= UNSEEN_BUDGET + len(state.lens)
+    assert 1 <= len(state.lens) < 40

@@ -31,7 +31,7 @@ from watcher.engine.compile import (
 )
 from watcher.engine.errors import BadDetectorParamsError
 from watcher.engine.yamlsrc import Path_
-from watcher.events import Event
+from watcher.events import CONTENT_WIDTH, WHOLE, Event, is_cut
 from watcher.findings import (
     Evidence,
     Finding,
@@ -190,6 +190,50 @@ def key_text(value: Any) -> str:
         return str(value)
 
 
+# the ``compared_on`` fact: what identity and similarity were judged on
+WHOLE_VALUES: Final = "whole values"
+PREFIX_256: Final = f"the first {CONTENT_WIDTH} characters"
+
+
+def whole_value(e: Event, name: str) -> Any:
+    """Field ``name`` of the event, whole: the source's whole text where the display
+    text was cut (``events.WHOLE``), else the field itself."""
+    whole = e.get(WHOLE)
+    if whole:
+        v = whole.get(name)
+        if v is not None:
+            return v
+    return e.get(name)
+
+
+def whole_view(e: Event, cache: dict[Any, Any]) -> Event:
+    """The event with its whole texts in place of the cut ones, for expressions that
+    compare values (made once per event, and only for events that had text cut)."""
+    whole = e.get(WHOLE)
+    if not whole:
+        return e
+    view: Event | None = cache.get("whole-view")
+    if view is None:
+        view = cache["whole-view"] = {**e, **whole}
+    return view
+
+
+def prefix_only(e: Event, names: frozenset[str] | tuple[str, ...]) -> bool:
+    """Whether any of the fields was served only as a truncated prefix (the control
+    channel's content tier, which has no ``whole``): identity cannot be judged on it."""
+    if e.get(WHOLE) is not None:
+        return False
+    for name in names:
+        if is_cut(e.get(name)):
+            return True
+    return False
+
+
+def compared_note(compared_on: str) -> str:
+    """The words a message adds when values were compared on less than their whole."""
+    return "" if compared_on == WHOLE_VALUES else f" (compared on {compared_on} only)"
+
+
 # --------------------------------------------------------------------------- episodes
 
 
@@ -316,6 +360,12 @@ class RuleState:
         """
         facts = self.facts_of(ep)
         level, reason = self.rule.judge(facts)
+        compared_on = facts.get("compared_on")
+        if compared_on is not None and compared_on != WHOLE_VALUES and level != "low":
+            # identity judged on a prefix is not identity: never more than a hint
+            level = "low"
+            reason = (f"The values were compared on {compared_on} only (the source served "
+                      "no more of them), so they are not known to be the same.")
         raised = confidence_rank(level) > confidence_rank(ep.level)
         ep.level, ep.reason = level, reason
         if not ep.data.get("_shown"):
@@ -465,7 +515,7 @@ NORMALISERS = ("whitespace", "case", "numbers", "paths")
 
 REPEAT_FACTS: frozenset[str] = COMMON_FACTS | {
     "exact", "similarity", "results_identical", "results_changed", "distinct_results",
-    "period", "cycle", "repetitions", "key",
+    "period", "cycle", "repetitions", "key", "streak", "between", "compared_on", "compared",
 }
 
 
@@ -483,6 +533,8 @@ class RepeatSpec:
     consecutive: bool = False
     # calls count toward one another only when their result keys are equal
     same_result: bool = False
+    # the fields identity is judged on (key and result): served cut, identity is not known
+    id_fields: tuple[str, ...] = ()
     kind: str = "repeat"
 
     @classmethod
@@ -554,7 +606,8 @@ class RepeatSpec:
             return None
         pc.fields |= key.fields | (rkey.fields if rkey else set())
         spec = cls(key, count, window, rkey, float(sim) if sim is not None else None,
-                   tuple(norm), cycles, consecutive, same_result)
+                   tuple(norm), cycles, consecutive, same_result,
+                   id_fields=tuple(sorted(key.fields | (rkey.fields if rkey else set()))))
         _ = spec.step_keys, spec.part_keys  # made now, shared by every sample's state
         return spec
 
@@ -651,7 +704,7 @@ def part_chain(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...
             break
         k -= 1
     if t is None:
-        v = e.get(name)
+        v = whole_value(e, name)
         t = "\x00" if v is None else unmark(v) if type(v) is str else key_text(v)
         cache[keys[0]] = t
         k = 0
@@ -670,19 +723,22 @@ class _Entry:
     (for the distinct counts) and the event's mark.
     """
 
-    __slots__ = ("idx", "ts", "nkey", "raw", "result", "mark")
+    __slots__ = ("idx", "ts", "nkey", "raw", "result", "mark", "cut")
 
     def __init__(self, idx: int, ts: float, nkey: Any, raw: int,
-                 result: int | None, mark: tuple[Any, str, Any, Any, bool]) -> None:
+                 result: int | None, mark: tuple[Any, str, Any, Any, bool],
+                 cut: str = WHOLE_VALUES) -> None:
         self.idx = idx
         self.ts = ts
         self.nkey = nkey
         self.raw = raw
         self.result = result
         self.mark = mark
+        self.cut = cut  # what the key and result were compared on (the compared_on fact)
 
 
 FUZZY_KEY_CHARS: Final = 2048  # fuzzy keys are compared on this much text
+FUZZY_PREFIX: Final = f"the first {FUZZY_KEY_CHARS} characters"
 
 
 class RepeatState(RuleState):
@@ -755,7 +811,7 @@ class RepeatState(RuleState):
 
     def _read_raw(self, e: Event, cache: dict[Any, Any]) -> tuple[str, int, str]:
         """``(raw key, its hash, raw key)``: the key before any normaliser, cached."""
-        raw = key_text(self.spec.key.get(e))
+        raw = key_text(self.spec.key.get(whole_view(e, cache)))
         got = cache[self.step_keys[0]] = (raw, hash(raw), raw)
         return got
 
@@ -871,15 +927,19 @@ class RepeatState(RuleState):
         if spec.result_key is not None:
             result = cache.get(self.result_cache_key)
             if result is None:
-                result = cache[self.result_cache_key] = hash(key_text(spec.result_key.get(e)))
+                result = cache[self.result_cache_key] = hash(key_text(
+                    spec.result_key.get(whole_view(e, cache))))
         nkey: Any
+        cut = PREFIX_256 if prefix_only(e, spec.id_fields) else WHOLE_VALUES
         if spec.similarity is None:
             nkey = hash(norm) if not spec.same_result else hash((hash(norm), result))
         else:  # fuzzy: the text itself, tagged with its result's hash under same_result
             nkey = norm[:FUZZY_KEY_CHARS] if not spec.same_result else (
                 result, norm[:FUZZY_KEY_CHARS])
+            if len(norm) > FUZZY_KEY_CHARS and cut == WHOLE_VALUES:
+                cut = FUZZY_PREFIX
         mark = event_mark(e, cache)
-        entry = _Entry(self.idx, ts, nkey, rawh, result, mark)
+        entry = _Entry(self.idx, ts, nkey, rawh, result, mark, cut)
         win.append(entry)
         self.counts[nkey] = self.counts.get(nkey, 0) + 1
         if self.ep is None and not self.eps:  # the common case: nothing open
@@ -1004,6 +1064,11 @@ class RepeatState(RuleState):
         ep.data["results"] = set()
         ep.data["min_sim"] = 100.0
         ep.data["block"] = []
+        ep.data["last"] = None  # the member before the one being added
+        ep.data["run"] = 0  # the current run of back-to-back members with one result
+        ep.facts["streak"] = 0
+        ep.facts["between"] = 0
+        ep.facts["compared_on"] = WHOLE_VALUES
         for m in members:
             self._grow(ep, m)
         if period > 1:
@@ -1013,6 +1078,7 @@ class RepeatState(RuleState):
     def _grow(self, ep: Episode, m: _Entry) -> None:
         ep.add_mark(m.mark, m.ts)
         _note_kind(ep, m.mark[2], m.mark[3])
+        self._streak(ep, m)
         raws: set[int] = ep.data["raws"]
         results: set[int] = ep.data["results"]
         if len(raws) < 64:
@@ -1038,6 +1104,39 @@ class RepeatState(RuleState):
             f["results_identical"] = identical
             f["results_changed"] = not identical
 
+    def _streak(self, ep: Episode, m: _Entry) -> None:
+        """The facts on what happened between the repeats.
+
+        ``between`` counts the other calls (events of the rule's types that are not
+        repeats) made between the first repeat and this one: an edit between two runs
+        of the same test makes them iteration, not a loop. ``streak`` is the longest run
+        of repeats made back to back (nothing between) with the same result, and never
+        shrinks: three identical calls in a row stay a fact whatever follows. A cycle's
+        rounds are back to back by construction, so there it counts the repetitions.
+        ``compared_on`` says what identity was judged on (whole values, or a prefix when
+        the source served no more: the finding is then capped at ``low``).
+        """
+        f = ep.facts
+        if m.cut != WHOLE_VALUES and f.get("compared_on") == WHOLE_VALUES:
+            f["compared_on"] = m.cut
+        f["compared"] = compared_note(f["compared_on"])
+        if ep.data["period"] > 1:
+            f["streak"] = ep.count // ep.data["period"]
+            return
+        last: _Entry | None = ep.data["last"]
+        run = ep.data["run"]
+        if last is None:
+            run = 1
+        else:
+            gap = m.idx - last.idx - 1
+            if gap > 0:
+                f["between"] = f["between"] + gap
+            run = run + 1 if gap <= 0 and m.result == last.result else 1
+        ep.data["run"] = run
+        ep.data["last"] = m
+        if run > f["streak"]:
+            f["streak"] = run
+
 
 def raw_key_text(raw: Any) -> str:
     """A raw key as text: a field-by-field key's raw key is the tuple of its fields'
@@ -1062,7 +1161,8 @@ def _short(text: str, width: int = EXCERPT_WIDTH) -> str:
 # --------------------------------------------------------------------------- threshold
 
 
-THRESHOLD_FACTS: frozenset[str] = COMMON_FACTS | {"window_count", "window", "near_identical"}
+THRESHOLD_FACTS: frozenset[str] = COMMON_FACTS | {
+    "window_count", "window", "near_identical", "compared_on", "compared", "unknown_prompts"}
 
 
 @dataclass
@@ -1143,6 +1243,24 @@ def _near_norm(text: str) -> str:
     return _NUM.sub("#", text)
 
 
+class _Cut:
+    """A similarity value the source served only as a prefix (see ``prefix_only``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class _Unknown:
+    """A value of a model turn whose prompt (what answered the turn before) is unknown."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 class ThresholdState(RuleState):
     def __init__(self, rule: Rule, watch: SampleWatch, spec: ThresholdSpec) -> None:
         super().__init__(rule, watch)
@@ -1173,12 +1291,21 @@ class ThresholdState(RuleState):
              ts: float) -> None:
         ep.add_mark(mark, ts)
         _note_kind(ep, mark[2], mark[3])
+        if type(value) is _Unknown:
+            ep.facts["unknown_prompts"] = ep.facts.get("unknown_prompts", 0) + 1
+            value = value.value
+        if type(value) is _Cut:
+            ep.facts["compared_on"] = PREFIX_256
+            value = value.value
         self._near(ep, value)
 
     def _near(self, ep: Episode, value: Any) -> None:
         """Group texts of the episode by near-identity; the largest group is the fact."""
         if self.spec.similarity_key is None:
             return
+        ep.facts.setdefault("compared_on", WHOLE_VALUES)
+        ep.facts["compared"] = compared_note(ep.facts["compared_on"])
+        ep.facts.setdefault("unknown_prompts", 0)
         text = _near_text(value)
         groups: list[list[Any]] = ep.data.setdefault("groups", [])
         for g in groups:
@@ -1193,8 +1320,13 @@ class ThresholdState(RuleState):
     def feed(self, e: Event, ts: float, matched: bool) -> list[Finding]:
         reset = self.spec.reset
         if reset is not None and reset(e):
+            # the window starts again; the resetting event may itself be its first match
+            # (a model turn answering a user's reply can be a text-only turn)
             self.q = ()
-            return self.end(ts) if self.ep is not None else []
+            out = self.end(ts) if self.ep is not None else []
+            if matched:
+                out += self.feed_match(e, ts)
+            return out
         if self.q:
             self._slide(ts)
         else:
@@ -1204,12 +1336,27 @@ class ThresholdState(RuleState):
             if ep is not None and not self.q:
                 return self.end(ts)
             return []
+        return self.feed_match(e, ts)
+
+    def feed_match(self, e: Event, ts: float) -> list[Finding]:
+        """Count a matching event into the window (which the caller has slid)."""
+        if not self.q:
+            self.idx = self.watch.pop[self.pop_i]
+        ep = self.ep
         q = self.q
         if type(q) is tuple:
             q = self.q = deque(maxlen=self.qlen)
         mark = event_mark(e, self.watch.cache)
         skey = self.spec.similarity_key
-        value = skey.get(e) if skey is not None else None
+        value = None
+        if skey is not None:
+            value = skey.get(whole_view(e, self.watch.cache))
+            if prefix_only(e, skey.fields):
+                value = _Cut(value)  # compared on the served prefix only
+        if e.get("type") == "model" and q and e.get("prompt_role") is None:
+            # what answered the turn before this one is not known (the source served no
+            # model input): a user's reply would have meant conversation, not narration
+            value = _Unknown(value)
         q.append((self.idx, ts, mark, value))  # type: ignore[union-attr]
         if ep is not None:
             self._add(ep, mark, value, ts)
@@ -1717,6 +1864,10 @@ class UnseenSpec:
 
 
 _FOLD: Final = ("whitespace", "case")  # how the unseen rule compares values with outputs
+# outputs are searched whole, within a bound: each text to its first and last part, and
+# all the texts kept to a budget (the oldest dropped first), so the state stays small
+UNSEEN_TEXT: Final = 8192
+UNSEEN_BUDGET: Final = 40_000
 
 
 class UnseenState(EpisodicState):
@@ -1745,13 +1896,18 @@ class UnseenState(EpisodicState):
             self._merge()
 
     def _merge(self) -> None:
-        """Join the waiting texts onto the blob and keep only the last ``keep``."""
+        """Join the waiting texts onto the blob and keep only the last ``keep`` (and no
+        more than :data:`UNSEEN_BUDGET` characters of them)."""
         fresh = self.fresh
         if not fresh:
             return
         lens = self.lens + [len(t) for t in fresh]
         blob = "\x00".join(([self.blob] if self.lens else []) + fresh)
         drop = len(lens) - self.spec.keep
+        total = sum(lens) + len(lens)
+        while drop < len(lens) - 1 and total - sum(lens[:max(drop, 0)]) - max(drop, 0) > (
+                UNSEEN_BUDGET):
+            drop = max(drop, 0) + 1
         if drop > 0:
             blob = blob[sum(lens[:drop]) + drop:]  # each dropped text and its separator
             del lens[:drop]
@@ -1777,10 +1933,14 @@ class UnseenState(EpisodicState):
                 fold = self.fold_keys
                 # a plain field: the repeat rules may have folded it for this event already
                 text = (part_chain(e, self.watch.cache, self.fold_field, _FOLD, fold)
-                        if fold is not None else normalise_text(key_text(out), _FOLD))
-                # the server's truncation mark (read as CUT_MARK) is not output
-                self.remember(text[:-len(CUT_MARK)] if type(out) is str
-                              and out.endswith("…") else text)
+                        if fold is not None else normalise_text(
+                            key_text(spec.field.get(whole_view(e, self.watch.cache))), _FOLD))
+                if prefix_only(e, spec.field.fields):
+                    # the server's truncation mark (read as CUT_MARK) is not output
+                    text = text[:-len(CUT_MARK)]
+                if len(text) > UNSEEN_TEXT:
+                    text = text[:UNSEEN_TEXT // 2] + "\x00" + text[-UNSEEN_TEXT // 2:]
+                self.remember(text)
         if self.ep is not None:
             self.since_hit += 1
             return self.gap_check(ts)

@@ -52,7 +52,7 @@ META_KEYS = (
 RULE_KEYS = META_KEYS + PREDICATE_KEYS
 BUILTIN_CATEGORIES = (
     "submit_loop", "narration_loop", "repeated_tool_call", "shortcut", "stall", "error_storm",
-    "retry_exhausted", "limit",
+    "sample_error", "retry_exhausted", "limit", "token_usage", "sentinel",
 )
 STATUSES = ("stable", "experimental")
 EXCEPTION_OPS = ("equals", "in", "regex", "contains", "startswith")

@@ -18,8 +18,8 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
-from watcher.engine.compile import Gate, never
-from watcher.engine.detectors import RuleState
+from watcher.engine.compile import Gate, collapse_ws, never
+from watcher.engine.detectors import RuleState, whole_value
 from watcher.engine.model import ExceptionSpec, Rule
 from watcher.events import TIERS, Event, Tier, tier_rank
 from watcher.findings import Finding, SampleRef
@@ -44,6 +44,7 @@ class SampleStatus:
 
 
 _DIGITS = re.compile(r"\d+")
+MAX_PROMPTS = 1024  # user prompts remembered per sample attempt (prompt_seen)
 NUMERIC_FIELDS = ("total_tokens", "total_time", "message_count", "retries")
 
 
@@ -228,6 +229,9 @@ class SampleWatch:
                      if s is not None and s.rule.detect_kind == "idle"]
         self.last_ts = 0.0
         self.finalized = False
+        # hashes of the user messages that prompted model turns so far (bounded): one seen
+        # again verbatim is the harness repeating itself (a continue message), not a person
+        self.prompts: dict[int, None] = {}
 
     def _state(self, i: int) -> RuleState:
         """Rule ``i``'s state, created on first use."""
@@ -263,6 +267,8 @@ class SampleWatch:
             ts = self.last_ts
         if self.cache:
             self.cache = {}
+        if event.get("prompt_role") == "user":
+            self._prompt_seen(event)
         out: list[Finding] = []
         for st in self.idle:
             if st.ep is not None:
@@ -297,6 +303,22 @@ class SampleWatch:
             if found:
                 out += found
         return out
+
+    def _prompt_seen(self, event: Event) -> None:
+        """Set ``prompt_seen``: the (whole) user message that prompted this model turn
+        already prompted an earlier one in this attempt, word for word (whitespace and
+        numbers aside). A harness nudging with its own continue message repeats it; a
+        person or simulated user answering the agent says something new."""
+        text = whole_value(event, "prompt")
+        # numbers read alike: a harness's message with a counter in it ("[usage] tokens
+        # used so far: 1,333") is the same message each time
+        h = hash(_DIGITS.sub("#", collapse_ws(text))) if type(text) is str else 0
+        seen = self.prompts
+        event["prompt_seen"] = h in seen
+        if h not in seen:
+            seen[h] = None
+            if len(seen) > MAX_PROMPTS:
+                del seen[next(iter(seen))]
 
     def tick(self, now: float, status: SampleStatus) -> list[Finding]:
         """Clock-driven checks: idle rules, and time windows that closed without events."""

@@ -1,8 +1,12 @@
 """Run a rule's inline ``tests:`` cases: the rule pack's own regression suite.
 
 Test events are partial normalised events; :func:`materialise` fills what a
-source would (uuid, timestamp, ``has_error``, parsed ``args``) so cases stay
-short. Besides events a case may hold control items: ``{tick: {...}}`` calls
+source would (uuid, timestamp, ``has_error``, parsed ``args``, display texts cut to
+the content width with the whole texts kept beside them) so cases stay short. A model
+event's prompt defaults to what a react() agent would have sent: the task first, a
+tool's result after a call, the continue message after a text-only turn. An event
+marked ``compact: true`` is served as the control channel's content tier serves it
+(cut text, no whole values). Besides events a case may hold control items: ``{tick: {...}}`` calls
 ``tick`` with a :class:`SampleStatus`, ``{row: {...}, context: [rows]}`` calls
 ``sample_row``. Each case runs the one rule alone on a fresh sample, then
 finalizes and compares episodes (last snapshot per finding id) with ``expect``.
@@ -17,7 +21,7 @@ from typing import Any
 
 from watcher.engine.model import Rule
 from watcher.engine.runtime import Engine, RunContext, SampleStatus
-from watcher.events import Event, parse_args
+from watcher.events import WHOLE, Event, parse_args, truncate
 from watcher.findings import Finding, SampleRef
 
 BASE_TS = 1_000.0
@@ -25,9 +29,29 @@ TEST_REF = SampleRef(task="rule-test", task_id="t", eval_id="e", model="mockllm/
                      sample_id="1", epoch=1)
 
 
-def materialise(i: int, raw: dict[str, Any], base_ts: float = BASE_TS) -> Event:
+# react()'s continue message (DEFAULT_CONTINUE_PROMPT, submit tool ``submit``)
+REACT_CONTINUE = ("\nPlease proceed to the next step using your best judgement. If you "
+                  "believe you have completed the task, please call the `submit()` tool "
+                  "with your final answer.\n")
+TEXT_FIELDS = ("arguments", "result", "completion", "prompt")
+
+
+def react_prompt(previous: Event | None) -> tuple[str, str]:
+    """``(role, text)`` of the message a react() agent sends after ``previous``."""
+    if previous is None:
+        return "user", "Solve the task."
+    if previous.get("type") == "tool":
+        return "tool", str(previous.get("result") or "")
+    if previous.get("type") == "model" and previous.get("stop_reason") != "tool_calls":
+        return "user", REACT_CONTINUE
+    return "tool", ""
+
+
+def materialise(i: int, raw: dict[str, Any], base_ts: float = BASE_TS,
+                previous: Event | None = None) -> Event:
     """A complete normalised event from a short test description."""
     e = dict(raw)
+    compact = bool(e.pop("compact", False))
     if "type" not in e:
         e["type"] = "tool" if "function" in e else (
             "model" if "completion" in e or "stop_reason" in e else "info")
@@ -53,8 +77,19 @@ def materialise(i: int, raw: dict[str, Any], base_ts: float = BASE_TS) -> Event:
         e.setdefault("error", None)
         e.setdefault("has_error", e.get("error") is not None)
         e.setdefault("tokens", None)
+        if "prompt_role" not in e and not compact:
+            e["prompt_role"], e["prompt"] = react_prompt(previous)
     elif t == "error":
         e.setdefault("has_error", True)
+    whole: dict[str, str] = {}
+    for name in TEXT_FIELDS:
+        full = e.get(name)
+        if isinstance(full, str):
+            e[name] = truncate(full)
+            if e[name] != full:
+                whole[name] = full
+    if not compact:
+        e[WHOLE] = whole
     return e
 
 
@@ -94,6 +129,7 @@ def run_case(rule: Rule, case: dict[str, Any], extra_rules: list[Rule] | None = 
     watch = engine.open_sample(TEST_REF)
     found: list[Finding] = []
     last_ts = BASE_TS
+    previous: Event | None = None
     try:
         for i, item in enumerate(case_items(rule, case)):
             if "tick" in item:
@@ -106,7 +142,8 @@ def run_case(rule: Rule, case: dict[str, Any], extra_rules: list[Rule] | None = 
                 context = RunContext.from_rows(item.get("context") or [])
                 found += watch.sample_row(item["row"], context, now=last_ts)
             else:
-                e = materialise(i, item)
+                e = materialise(i, item, previous=previous)
+                previous = e
                 last_ts = max(last_ts, float(e["timestamp"]))
                 found += watch.feed(e)
         found += watch.finalize(last_ts + 1)
