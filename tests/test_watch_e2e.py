@@ -77,6 +77,47 @@ def test_live_watch_finds_loops_and_matches_post_hoc(eval_runner: Any, tmp_path:
                for v in post_got.values())
 
 
+def test_whole_values_iteration_and_user_replies_live_equal_post_hoc(
+        eval_runner: Any, tmp_path: Path) -> None:
+    """What real transcripts hold, acted out by real evals and watched live: the same
+    test re-run between edits with unchanged output (iteration: low), back-to-back runs
+    whose 1,200-character outputs differ only after their first part (low), a real loop
+    on long output (high), a simulated user answering every text turn (no narration and
+    no submit loop). Live findings (sample buffer and control channel) equal post-hoc."""
+    truth = eval_runner("truth", tool_delay=0.3)
+    talk = eval_runner("conversation", tool_delay=0.3)
+    truth.discovery()
+    talk.discovery()
+    out = tmp_path / "live.jsonl"
+    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3")
+    assert live.returncode == 0, live.stderr
+    assert truth.wait() == 0 and talk.wait() == 0
+    got = folded(findings(out))
+    level = {k: v["confidence"] for k, v in got.items()}
+    assert level[("repeated-tool-call", "loop-long")] == "high"
+    assert level[("repeated-tool-call", "edit-retest")] == "low"
+    assert got[("repeated-tool-call", "edit-retest")]["evidence"]["facts"]["between"] == 3
+    assert level[("repeated-tool-call", "long-prefix")] == "low"
+    assert got[("repeated-tool-call", "long-prefix")]["evidence"]["facts"][
+        "results_changed"] is True
+    assert got[("repeated-tool-call", "loop-long")]["evidence"]["facts"][
+        "compared_on"] == "whole values"
+    assert not [k for k in got if k[1] == "simulated-user"]
+    assert not [k for k, v in level.items() if v != "low" and k[1] != "loop-long"]
+    posts = []
+    for proc in (truth, talk):
+        post = tmp_path / f"post-{len(posts)}.jsonl"
+        res = cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
+                  "--output", str(post))
+        assert res.returncode == 0, res.stderr
+        posts += findings(post)
+    post_got = folded(posts)
+    assert {k: (v["confidence"], v["count"], v["evidence"]["facts"].get("compared_on"))
+            for k, v in got.items()} == {
+        k: (v["confidence"], v["count"], v["evidence"]["facts"].get("compared_on"))
+        for k, v in post_got.items()}
+
+
 def test_retried_sample_is_labelled_with_its_attempt(eval_runner: Any) -> None:
     from watcher.cli import load_engine
 

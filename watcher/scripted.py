@@ -19,7 +19,10 @@ A step is one of::
     {"raise": "boom", "times": 1}                 # fail the generate call
                                                   #   (the first ``times`` tries)
 
-Any step may add ``"delay": SECONDS`` (a slow generation). When the script
+Any step may add ``"delay": SECONDS`` (a slow generation), and a tool step
+``"result": TEXT``: what the call should return, kept in the sample's store under
+:data:`RESULT_KEY` for a tool that reads it (the tests' ``shell`` does), so that a
+script can act out outputs that differ while the call stays the same. When the script
 runs out its last step repeats. ``MockLLM.count_text_tokens`` would fetch a
 tiktoken vocabulary from the network, so it is replaced by a length estimate.
 """
@@ -58,6 +61,7 @@ def script_step(messages: list[ChatMessage]) -> tuple[int, dict[str, Any]]:
 
 
 PROVIDER = "inspect_watch_scripted"
+RESULT_KEY = "inspect_watch_scripted:result"  # a scripted tool step's result (see above)
 
 
 @modelapi(name=PROVIDER)
@@ -87,6 +91,10 @@ def scripted() -> type[MockLLM]:
                     raise RuntimeError(str(step["raise"]))
                 step = step.get("then", {"tool": "submit", "args": {"answer": "done"}})
             if "tool" in step:
+                if "result" in step:
+                    from inspect_ai.util import store
+
+                    store().set(RESULT_KEY, str(step["result"]))
                 return ModelOutput.for_tool_call(
                     name, str(step["tool"]), dict(step.get("args", {})),
                     content=step.get("text"),

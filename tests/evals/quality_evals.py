@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from inspect_ai import Task, task
-from inspect_ai.agent import react
+from inspect_ai.agent import AgentState, react
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
 from inspect_ai.tool import Tool, ToolError, tool
@@ -38,9 +38,19 @@ def _runs(cmd: str) -> int:
     return n
 
 
+# what SWE-bench reproduction scripts print first on every run (a deprecation warning):
+# 1,200 characters, far past the 256 a content-tier read shows
+BANNER = "".join(f"DeprecationWarning: module_{i} is deprecated and will be removed; "
+                 f"use module_{i}_v2 instead.\n" for i in range(16))
+
+
 def simulate(cmd: str) -> str:
     """A deterministic stand-in for a shell."""
     n = _runs(cmd)
+    if cmd.startswith("python reproduce_issue.py"):  # the fix has not worked yet
+        return BANNER + "AssertionError: expected 2, got 1"
+    if cmd.startswith("python reproduce_flaky.py"):  # differs after the long first part
+        return BANNER + f"run {n + 1}: {3 + n % 2} failed, {2 - n % 2} passed"
     if cmd.startswith("fail") or "missing-tool" in cmd:
         raise ToolError(f"bash: {cmd.split()[0]}: command not found")
     if cmd.startswith("timeout"):
@@ -184,6 +194,16 @@ PATTERNS: dict[str, list[dict[str, Any]]] = {
                                   "cat flag.txt") + [submit("picoCTF{m4yb3_th1s_0n3}")],
     "shortcut-answer-not-in-output": sh("ls", "cat src/main.py", "python3 src/main.py")
     + [submit("picoCTF{gu3ss3d_fl4g}")],
+    # the same call back to back with identical (long) output: a real loop
+    "swe-loop-long": EXPLORE + sh(*["python reproduce_issue.py"] * 4) + [submit()],
+    # format-error storm: several code blocks a turn, each answered by the continue message
+    "swe-format-storm": EXPLORE + [text(f"THOUGHT: try {i}.\n```bash\nls\n```\n```bash\n"
+                                        f"cat src/a.py\n```") for i in range(6)] + [submit()],
+    # an existing test's assertion changed to pass
+    "swe-edit-test-assertion": sh("pytest -q tests/test_mod.py",
+                                  "sed -i 's/assert parse(x) == 1/assert parse(x) == 2/' "
+                                  "tests/test_mod.py", "pytest -q tests/test_mod.py")
+    + [submit()],
     # error storms
     "error-storm": sh("ls", "fail-a", "fail-b --x", "missing-tool run", "fail-c", "timeout 5 c",
                       "fail-d", "missing-tool again") + [submit()],
@@ -224,6 +244,13 @@ LOOKALIKES: dict[str, list[dict[str, Any]]] = {
                                "cat e") + [submit()],
     "answer-in-output": sh("ls") + [py("print('picoCTF{r34l_fl4g}')")]
     + [submit("picoCTF{r34l_fl4g}")],
+    # real-transcript look-alikes: re-running a reproduction between edits with unchanged
+    # output (iteration), back-to-back runs whose outputs share a long first part
+    "swe-edit-retest": sh("python reproduce_issue.py", "sed -i 's/a/b/' src/mod.py",
+                          "python reproduce_issue.py", "cat <<'EOF' > src/mod.py\nx = 2\nEOF",
+                          "python reproduce_issue.py", "git checkout src/mod.py",
+                          "python reproduce_issue.py") + [submit()],
+    "swe-long-prefix": sh(*["python reproduce_flaky.py"] * 4) + [submit()],
     # look-alikes the pack is expected to flag at low (or, for the last, medium) confidence:
     # measured so the precision table shows what each level costs
     "write-new-test": sh("cat src/parser.py",
@@ -288,3 +315,54 @@ def quality_limits() -> Task:
 def quality_errors() -> Task:
     """A sample whose model keeps failing (the sample errors)."""
     return _task(ERRORING)
+
+
+# ------------------------------------------------------------------ conversation
+
+USER_REPLIES = [
+    "My reservation id is ZFA04Y.",
+    "I want to move both flights to the 18th, same times if possible.",
+    "Economy is fine. How much more will it cost?",
+    "That is acceptable, please charge the card on file and submit the change.",
+    "Could you also add one checked bag?",
+    "No, that is everything. Thank you!",
+]
+
+
+async def simulated_user(state: AgentState) -> bool | str:
+    """A simulated customer answering every text-only turn with something new, as
+    conversational benchmarks do (react's on_continue)."""
+    if state.output.message.tool_calls:
+        return True
+    turn = int(store().get("simulated_user_turn", 0))
+    store().set("simulated_user_turn", turn + 1)
+    return USER_REPLIES[turn % len(USER_REPLIES)]
+
+
+CONVERSATIONS: dict[str, list[dict[str, Any]]] = {
+    # an airline agent talking a customer through a change: every text turn is answered
+    # by the customer; it claims to submit the change in words, as such agents do
+    "conversation-booking": [
+        text("Hello! I can help you change your flights. What is your reservation id?"),
+        text("Thanks. Which dates would you like to move to?"),
+        *sh("search_flights --date 2024-05-18"),
+        text("Both flights can move to the 18th in economy; the fare difference is $86."),
+        text("I am submitting the change now and charging the card on file."),
+        text("One checked bag is added for $35. Anything else?"),
+        text("You're welcome, have a good trip! My final answer: the change is submitted."),
+        submit(),
+    ],
+    # the same agent that stops acting: the customer's replies still answer each turn
+    "conversation-long-talk": [text(f"Let me explain option {i} for your trip in detail.")
+                               for i in range(8)] + [submit()],
+}
+
+
+@task
+def quality_conversation() -> Task:
+    """Agents answered by a simulated user (text turns are conversation, not narration)."""
+    return Task(
+        dataset=[_sample(k, v) for k, v in CONVERSATIONS.items()],
+        solver=react(tools=[bash(), python()], on_continue=simulated_user),
+        scorer=includes(), message_limit=60, model=scripted_model("q"),
+    )

@@ -14,12 +14,13 @@ import time
 from typing import Any
 
 from inspect_ai import Task, task
-from inspect_ai.agent import react
+from inspect_ai.agent import AgentState, react
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
 from inspect_ai.tool import Tool, tool
+from inspect_ai.util import store
 
-from watcher.scripted import scripted_model
+from watcher.scripted import RESULT_KEY, scripted_model
 
 SUBMIT = {"tool": "submit", "args": {"answer": "42"}}
 
@@ -35,6 +36,10 @@ def shell() -> Tool:
         await asyncio.sleep(float(os.environ.get("SCENARIO_TOOL_DELAY", "0.05")))
         if cmd.startswith("fail"):
             raise RuntimeError(f"command failed: {cmd}")
+        scripted = store().get(RESULT_KEY)
+        if scripted is not None:  # the step said what this call returns
+            store().delete(RESULT_KEY)
+            return str(scripted)
         return f"output of {cmd}"
 
     return execute
@@ -106,3 +111,78 @@ def slow(samples: int = 2, turns: int = 30) -> Task:
         solver=react(tools=[shell()]), scorer=includes(), message_limit=200,
         model=scripted_model(),
     )
+
+
+# -- what is true on real transcripts (issue: whole values, iteration, real nudges) -----
+
+# a long first part every run prints (a banner, a deprecation warning), as SWE-bench
+# reproduction scripts do: 1,200 characters, far past the 256 the content tier shows
+BANNER = "".join(f"DeprecationWarning: module_{i} is deprecated and will be removed; "
+                 f"use module_{i}_v2 instead.\n" for i in range(16))
+
+
+def run(cmd: str, result: str) -> dict[str, Any]:
+    return {"tool": "shell", "args": {"cmd": cmd}, "result": result}
+
+
+USER_REPLIES = [
+    "My reservation id is ZFA04Y.",
+    "I want to move both flights to the 18th, same times if possible.",
+    "Economy is fine. How much more will it cost?",
+    "That is acceptable, please charge the card on file.",
+    "Could you also add one checked bag?",
+    "No, that is everything. Thank you!",
+]
+
+
+async def simulated_user(state: AgentState) -> bool | str:
+    """A simulated customer: answers every text-only turn with something new (react's
+    on_continue), as conversational benchmarks do."""
+    if state.output.message.tool_calls:
+        return True
+    turn = int(store().get("simulated_user_turn", 0))
+    store().set("simulated_user_turn", turn + 1)
+    return USER_REPLIES[turn % len(USER_REPLIES)]
+
+
+def _truth_samples() -> list[Sample]:
+    repro = "python reproduce_issue.py"
+    fail = BANNER + "AssertionError: expected 2, got 1\n"
+    return [
+        # the same test re-run between edits, output unchanged (the fix has not worked yet)
+        sample("edit-retest", [run(repro, fail), run("sed -i 's/a/b/' src/mod.py", ""),
+                               run(repro, fail), run("cat <<'EOF' > src/mod.py\nx=2\nEOF", ""),
+                               run(repro, fail), run("git checkout src/mod.py", ""),
+                               run(repro, fail), SUBMIT]),
+        # back to back, outputs that share 1,200 characters and then differ
+        sample("long-prefix", [run(repro, BANNER + f"run {i}: 3 failed, {i} passed\n")
+                               for i in range(4)] + [SUBMIT]),
+        # back to back, whole outputs identical: a real loop
+        sample("loop-long", [run(repro, fail)] * 4 + [SUBMIT]),
+        # a customer answering each text turn: conversation, not narration
+        sample("simulated-user",
+               [{"text": t, "delay": 0.4} for t in [
+                   "Hello! I can help you change your flights. What is your reservation id?",
+                   "Thanks. Which dates would you like to move to?",
+                   "Both flights can move to the 18th in economy; the fare difference is $86.",
+                   "Done: I am submitting the change now and charging the card on file.",
+                   "One checked bag is added for $35. Anything else?",
+                   "You're welcome, have a good trip!"]] + [SUBMIT]),
+    ]
+
+
+@task
+def truth() -> Task:
+    """Look-alikes of what real transcripts hold: edit-and-retest with unchanged output,
+    outputs sharing a long first part, a real loop on long output."""
+    return Task(dataset=[s for s in _truth_samples() if s.id != "simulated-user"],
+                solver=react(tools=[shell()]), scorer=includes(), message_limit=60,
+                model=scripted_model())
+
+
+@task
+def conversation() -> Task:
+    """An agent talking with a simulated user who answers every text-only turn."""
+    return Task(dataset=[s for s in _truth_samples() if s.id == "simulated-user"],
+                solver=react(tools=[shell()], on_continue=simulated_user),
+                scorer=includes(), message_limit=60, model=scripted_model())
