@@ -1,26 +1,40 @@
-"""Measure the built-in rule pack against a labelled corpus: recall, precision, false highs.
+"""Measure the built-in rule pack against labelled transcripts: precision per confidence
+level per corpus (with 95% Wilson intervals), recall per category, false highs.
 
-The corpus is the quality eval (``tests/evals/quality_evals.py``, run with the scripted
-model so every pattern and its look-alikes are acted out by a real Inspect agent loop)
-plus the real transcripts in ``/work/shared/corpus/inspect/``. Each sample is read from
-its ``.eval`` log, normalised at the content tier (as a live watch would see it) and run
-through the whole pack post-hoc; sample rules see the listing row and the task context.
+Corpora, each scored on its own (real and scripted are never pooled):
+
+- **scripted**: the quality evals (``tests/evals/quality_evals.py``), real Inspect
+  ``react()`` agents driven by the scripted model, acting out each pattern and its
+  look-alikes; labels in ``benchmarks/quality_labels.yaml``.
+- **real**: the shared corpus of other people's runs (``/work/shared/corpus/inspect``),
+  labelled by reading (``benchmarks/labels/``, method in ``benchmarks/labels/METHOD.md``):
+  InterCode CTF (GPT-4o), oxDNA (Claude), and 240 SWE-bench runs (Gemini 3 Pro, replayed),
+  split by the method's rule into a ``tune`` half (looked at while changing rules) and a
+  ``test`` half (only ever scored).
+
+Findings come from the product itself: ``inspect-watch watch --log-dir DIR --once
+--format jsonl`` (a subprocess), exactly what a user runs post-hoc.
 
 Usage::
 
-    python benchmarks/quality.py                     # run the quality eval, then score
-    python benchmarks/quality.py --log-dir DIR       # reuse logs already written
-    python benchmarks/quality.py --markdown docs/quality.md
+    python benchmarks/quality.py                     # run the quality evals, then score
+    python benchmarks/quality.py --log-dir DIR       # reuse quality-eval logs
+    python benchmarks/quality.py --markdown docs/quality.md   # rewrite its tables
+    python benchmarks/quality.py --verbose           # every false positive and miss
 
-Labels (``benchmarks/quality_labels.yaml``) map task → sample id → categories the sample
-must raise (``expect``) and categories it may raise without counting against precision
-(``weak``); a sample not listed expects nothing. A (sample, category) pair is scored
-once, at the highest confidence any finding of that category reached on any epoch.
+A (sample, category) pair is scored once, at the highest confidence any finding of that
+category reached. Recall counts a labelled pair found at any level (and at medium+);
+precision at a level counts the pairs whose highest level was that one. ``weak`` labels
+count neither for nor against. Exit status 1 when a target is missed: no false high, and
+precision at medium+ of at least 0.9 on every real corpus.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -33,32 +47,78 @@ from typing import Any
 
 import yaml
 
-from watcher.engine import Engine, RunContext, load_rules
-from watcher.events import normalise
-from watcher.findings import SampleRef, confidence_rank
-from watcher.sources.logs import iter_log_samples
-
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = Path(__file__).with_name("quality_labels.yaml")
+REAL_LABELS = Path(__file__).with_name("labels")
 EVAL_FILE = ROOT / "tests" / "evals" / "quality_evals.py"
 CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
 LEVELS = ("low", "medium", "high")
-TARGET_RECALL = {"submit_loop": 0.95, "repeated_tool_call": 0.95, "shortcut": 0.8}
+RANK = {lv: i for i, lv in enumerate(LEVELS)}
+# categories of facts Inspect records itself: reported, but not what the pack is judged on
+RECORDED = {"limit", "retry_exhausted", "sentinel", "sample_error", "token_usage"}
+BEHAVIOURS = ("submit_loop", "narration_loop", "repeated_tool_call", "error_storm", "shortcut")
+BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
 
 
 @dataclass
-class SampleResult:
-    task: str
-    sample_id: str
-    # category -> highest confidence reached, and the rules that reached it
-    found: dict[str, str] = field(default_factory=dict)
-    rules: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+class Label:
+    expect: set[str]
+    weak: set[str]
 
-    def add(self, category: str, level: str, rule: str) -> None:
-        cur = self.found.get(category)
-        if cur is None or confidence_rank(level) > confidence_rank(cur):
-            self.found[category] = level
-        self.rules[category].add(f"{rule}:{level}")
+
+@dataclass
+class Corpus:
+    """One labelled set of samples: (task, sample id, epoch) → label."""
+
+    name: str
+    real: bool
+    labels: dict[tuple[str, str, int], Label] = field(default_factory=dict)
+
+
+def _task_name(task: str) -> str:
+    return task.rsplit("/", 1)[-1]
+
+
+def _label(spec: Any) -> Label:
+    if spec is None or isinstance(spec, list):
+        return Label(set(spec or []), set())
+    return Label(set(spec.get("expect") or []), set(spec.get("weak") or []))
+
+
+def split_of(ids: list[str], sid: str) -> str:
+    """The METHOD.md split: by position in sha256 order of the labelled ids."""
+    order = sorted(ids, key=lambda i: hashlib.sha256(i.encode()).hexdigest())
+    return "tune" if order.index(sid) % 2 == 0 else "test"
+
+
+def load_corpora(scripted_labels: Path = LABELS,
+                 real_dir: Path = REAL_LABELS) -> list[Corpus]:
+    """The scripted corpus and every real one, with their labels."""
+    out: list[Corpus] = []
+    scripted = Corpus("scripted (quality evals)", real=False)
+    data = yaml.safe_load(scripted_labels.read_text(encoding="utf-8")) or {}
+    for task, samples in (data.get("tasks") or {}).items():
+        for sid, spec in (samples or {}).items():
+            scripted.labels[(str(task), str(sid), 1)] = _label(spec)
+    out.append(scripted)
+    for path in sorted(real_dir.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        task = str(doc["task"])
+        samples = {str(k): v for k, v in (doc.get("samples") or {}).items()}
+        base = {"mswe-gemini3pro-swebench-replay.eval": "SWE-bench replay (Gemini 3 Pro)",
+                "docent-intercode-ctf-gpt4o.eval": "InterCode CTF (GPT-4o)",
+                "metr-oxdna-claude-opus.eval": "oxDNA (Claude Opus)"}.get(
+                    doc["corpus"], doc["corpus"])
+        halves = len(samples) > 100  # a set big enough to split (METHOD.md)
+        made: dict[str, Corpus] = {}
+        ids = list(samples)
+        for key, spec in samples.items():
+            sid, _, ep = key.partition("@")
+            name = f"{base}, {split_of(ids, key)}" if halves else base
+            corpus = made.setdefault(name, Corpus(f"real: {name}", real=True))
+            corpus.labels[(task, sid, int(ep) if ep else 1)] = _label(spec)
+        out += [made[k] for k in sorted(made)]
+    return out
 
 
 def run_quality_eval(log_dir: str, samples: list[str] | None = None,
@@ -84,194 +144,204 @@ def run_quality_eval(log_dir: str, samples: list[str] | None = None,
         shutil.rmtree(xdg, ignore_errors=True)
 
 
-def scan(log_dirs: list[str], engine: Engine | None = None) -> dict[tuple[str, str], SampleResult]:
-    """Every sample of every log under ``log_dirs`` through the pack, post-hoc."""
-    if engine is None:
-        engine = Engine(load_rules(user_dir=False).rules)
-    results: dict[tuple[str, str], SampleResult] = {}
+Found = dict[tuple[str, str, int], dict[str, tuple[str, set[str]]]]
+
+
+def scan(log_dirs: list[str]) -> Found:
+    """(task, sample id, epoch) → category → (highest level, rules that reached it), from
+    ``inspect-watch watch --log-dir DIR --once --format jsonl`` over each log dir."""
+    found: Found = defaultdict(dict)
     for log_dir in log_dirs:
-        batch = list(iter_log_samples(log_dir))
-        contexts: dict[str, RunContext] = {}
-        for task, row, _ in batch:
-            contexts.setdefault(task.task_id, RunContext(task=task.task)).add(_row(row))
-        for task, row, events in batch:
-            ref = SampleRef(task=task.task, task_id=task.task_id, eval_id=task.eval_id,
-                            model=task.model, sample_id=str(row.sample_id), epoch=row.epoch,
-                            attempt=row.attempt, log_location=task.log_location)
-            watch = engine.open_sample(ref)
-            found = []
-            last = 0.0
-            for raw in events:
-                e = normalise(raw, "content")
-                if isinstance(e.get("timestamp"), float):
-                    last = max(last, e["timestamp"])
-                found += watch.feed(e)
-            found += watch.sample_row(_row(row), contexts[task.task_id], now=last)
-            found += watch.finalize(last)
-            key = (_task_name(task.task), str(row.sample_id))
-            res = results.setdefault(key, SampleResult(*key))
-            for f in found:
-                res.add(f.category, f.confidence, f.rule)
-    return results
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "findings.jsonl"
+            res = subprocess.run([sys.executable, "-m", "watcher", "watch", "--log-dir",
+                                  log_dir, "--once", "--format", "jsonl", "--output", str(out),
+                                  "--quiet"], capture_output=True, text=True, cwd=str(ROOT))
+            if res.returncode not in (0, 1):
+                raise SystemExit(f"watch failed on {log_dir}:\n{res.stderr[-2000:]}")
+            for line in out.read_text(encoding="utf-8").splitlines():
+                d = json.loads(line)
+                if d.get("kind") != "finding":
+                    continue
+                key = (_task_name(d["task"]), str(d["sample_id"]), int(d["epoch"]))
+                cat, level = d["category"], d["confidence"]
+                cur = found[key].get(cat)
+                if cur is None or RANK[level] > RANK[cur[0]]:
+                    found[key][cat] = (level, {d["rule"]})
+                elif RANK[level] == RANK[cur[0]]:
+                    cur[1].add(d["rule"])
+    return found
 
 
-def _row(row: Any) -> dict[str, Any]:
-    raw = dict(row.raw or {})
-    raw.setdefault("status", row.status)
-    raw.setdefault("retries", row.retries)
-    raw.setdefault("sample_id", row.sample_id)
-    raw.setdefault("epoch", row.epoch)
-    return raw
-
-
-def _task_name(task: str) -> str:
-    return task.rsplit("/", 1)[-1]
-
-
-def load_labels(path: Path = LABELS) -> dict[str, dict[str, dict[str, list[str]]]]:
-    """task → sample id → {expect: [...], weak: [...]} (a bare list means expect)."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    out: dict[str, dict[str, dict[str, list[str]]]] = {}
-    for task, samples in (data.get("tasks") or {}).items():
-        for sid, spec in (samples or {}).items():
-            if spec is None or isinstance(spec, list):
-                spec = {"expect": spec or []}
-            out.setdefault(str(task), {})[str(sid)] = {
-                "expect": list(spec.get("expect") or []), "weak": list(spec.get("weak") or [])}
-    return out
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion k/n."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, mid - half), min(1.0, mid + half))
 
 
 @dataclass
-class Report:
-    recall: dict[str, tuple[int, int, int]]  # category -> (found any, found medium+, labelled)
-    precision: dict[str, tuple[int, int]]  # level -> (true, total) at that exact level
-    false_high: list[str]
-    false_medium: list[str]
-    false_low: list[str]
-    missed: list[str]
-    unlabelled: list[str]
-
-    def ok(self) -> bool:
-        tp, tot = self.medium_plus()
-        if self.false_high or (tot and tp / tot < 0.9):
-            return False
-        for cat, target in TARGET_RECALL.items():
-            hit, _, n = self.recall.get(cat, (0, 0, 0))
-            if n and hit / n < target:
-                return False
-        return True
+class Score:
+    corpus: Corpus
+    samples: int = 0
+    precision: dict[str, list[int]] = field(
+        default_factory=lambda: {lv: [0, 0] for lv in (*LEVELS, "medium+")})
+    recall: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+    false: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    missed: list[str] = field(default_factory=list)
 
     def medium_plus(self) -> tuple[int, int]:
-        tp = sum(self.precision.get(lv, (0, 0))[0] for lv in ("medium", "high"))
-        tot = sum(self.precision.get(lv, (0, 0))[1] for lv in ("medium", "high"))
-        return tp, tot
+        return self.precision["medium+"][0], self.precision["medium+"][1]
+
+    def ok(self) -> bool:
+        tp, n = self.medium_plus()
+        return not self.false["high"] and (not self.corpus.real or n == 0 or tp / n >= 0.9)
 
 
-def score(results: dict[tuple[str, str], SampleResult],
-          labels: dict[str, dict[str, dict[str, list[str]]]]) -> Report:
-    recall: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    precision: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    false_high: list[str] = []
-    false_medium: list[str] = []
-    false_low: list[str] = []
-    missed: list[str] = []
-    unlabelled: list[str] = []
-    for (task, sid), res in sorted(results.items()):
-        task_labels = labels.get(task)
-        if task_labels is None:
-            unlabelled.append(f"{task}/{sid}")
+def score(corpus: Corpus, found: Found, listed: set[tuple[str, str, int]]) -> Score:
+    """Score one corpus; ``listed`` holds every sample the scanned logs have (a clean
+    sample has no findings, and a labelled sample that was not scanned is not scored)."""
+    sc = Score(corpus)
+    for key, label in sorted(corpus.labels.items()):
+        if key not in listed:
             continue
-        lab = task_labels.get(sid, task_labels.get("*", {"expect": [], "weak": []}))
-        for cat in lab["expect"]:
-            r = recall[cat]
+        sc.samples += 1
+        cats = found.get(key, {})
+        if corpus.real:  # facts Inspect records itself are not what the pack is judged on
+            cats = {c: v for c, v in cats.items() if c not in RECORDED}
+        where = f"{key[0]}/{key[1]}" + (f"@{key[2]}" if key[2] != 1 else "")
+        for cat in label.expect:
+            if corpus.real and cat in RECORDED:
+                continue
+            r = sc.recall[cat]
             r[2] += 1
-            level = res.found.get(cat)
-            if level is not None:
-                r[0] += 1
-                if confidence_rank(level) >= confidence_rank("medium"):
-                    r[1] += 1
-            else:
-                missed.append(f"{task}/{sid}: {cat}")
-        for cat, level in res.found.items():
-            true = cat in lab["expect"] or cat in lab["weak"]
-            p = precision[level]
-            p[1] += 1
-            p[0] += int(true)
+            hit = cats.get(cat)
+            if hit is None:
+                sc.missed.append(f"{where}: {cat}")
+                continue
+            r[0] += 1
+            if RANK[hit[0]] >= RANK["medium"]:
+                r[1] += 1
+        for cat, (level, rules) in cats.items():
+            if cat in label.weak:
+                continue
+            true = cat in label.expect
+            for lv in (level, "medium+") if RANK[level] >= 1 else (level,):
+                sc.precision[lv][1] += 1
+                sc.precision[lv][0] += int(true)
             if not true:
-                what = f"{task}/{sid}: {cat} ({', '.join(sorted(res.rules[cat]))})"
-                if level == "high":
-                    false_high.append(what)
-                elif level == "medium":
-                    false_medium.append(what)
-                else:
-                    false_low.append(what)
-    return Report({k: (v[0], v[1], v[2]) for k, v in recall.items()},
-                  {k: (v[0], v[1]) for k, v in precision.items()},
-                  false_high, false_medium, false_low, missed, unlabelled)
+                sc.false[level].append(f"{where}: {cat} ({', '.join(sorted(rules))})")
+    return sc
 
 
-def _ratio(a: int, b: int) -> str:
-    return f"{a / b:.2f}" if b else "n/a"
+def listed_samples(log_dirs: list[str]) -> set[tuple[str, str, int]]:
+    """Every (task, sample id, epoch) in the logs (from their sample summaries)."""
+    from watcher.sources.logs import LogSource
+
+    out: set[tuple[str, str, int]] = set()
+    for d in log_dirs:
+        src = LogSource(d)
+        try:
+            for t in src.tasks():
+                for row in src.samples(t).samples:
+                    out.add((_task_name(t.task), str(row.sample_id), int(row.epoch)))
+        finally:
+            src.close()
+    return out
 
 
-def render(report: Report, n_samples: int) -> str:
-    lines = [f"Samples scored: {n_samples}", "",
-             "| category | labelled samples | recall (any level) | recall (medium+) | target |",
-             "| --- | ---: | ---: | ---: | ---: |"]
-    for cat in sorted(report.recall):
-        hit, hit_m, n = report.recall[cat]
-        tgt = TARGET_RECALL.get(cat)
-        lines.append(f"| {cat} | {n} | {_ratio(hit, n)} ({hit}/{n}) | "
-                     f"{_ratio(hit_m, n)} ({hit_m}/{n}) | {tgt if tgt else '-'} |")
-    lines += ["", "| confidence | (sample, category) pairs | correct | precision |",
-              "| --- | ---: | ---: | ---: |"]
-    for lv in LEVELS:
-        tp, tot = report.precision.get(lv, (0, 0))
-        lines.append(f"| {lv} | {tot} | {tp} | {_ratio(tp, tot)} |")
-    tp, tot = report.medium_plus()
-    lines.append(f"| medium+ | {tot} | {tp} | {_ratio(tp, tot)} |")
-    lines += ["", f"False high: {len(report.false_high)}"]
-    lines += [f"- {x}" for x in report.false_high]
-    lines += [f"False medium: {len(report.false_medium)}"]
-    lines += [f"- {x}" for x in report.false_medium]
-    lines += [f"False low: {len(report.false_low)}"]
-    lines += [f"- {x}" for x in report.false_low]
-    lines += [f"Missed: {len(report.missed)}"]
-    lines += [f"- {x}" for x in report.missed]
-    if report.unlabelled:
-        lines += [f"Unlabelled samples (ignored): {len(report.unlabelled)}"]
+def _pct(k: int, n: int) -> str:
+    if not n:
+        return "n/a"
+    lo, hi = wilson(k, n)
+    return f"{k / n:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def render(scores: list[Score]) -> str:
+    lines = ["| corpus | samples | level | pairs | correct | precision [95% CI] |",
+             "| --- | ---: | --- | ---: | ---: | --- |"]
+    for sc in scores:
+        for lv in (*LEVELS, "medium+"):
+            tp, n = sc.precision[lv]
+            lines.append(f"| {sc.corpus.name} | {sc.samples} | {lv} | {n} | {tp} | "
+                         f"{_pct(tp, n)} |")
+    lines += ["", "| corpus | category | labelled | found (any level) | found (medium+) |",
+              "| --- | --- | ---: | --- | --- |"]
+    for sc in scores:
+        for cat in sorted(sc.recall):
+            hit, hit_m, n = sc.recall[cat]
+            lines.append(f"| {sc.corpus.name} | {cat} | {n} | {_pct(hit, n)} | "
+                         f"{_pct(hit_m, n)} |")
+    lines += ["", "| corpus | false high | false medium | false low | missed |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    for sc in scores:
+        lines.append(f"| {sc.corpus.name} | {len(sc.false['high'])} | "
+                     f"{len(sc.false['medium'])} | {len(sc.false['low'])} | "
+                     f"{len(sc.missed)} |")
+    lines.append("")
+    for sc in scores:
+        for lv in ("high", "medium"):
+            for x in sc.false[lv]:
+                lines.append(f"- false {lv}, {sc.corpus.name}: {x}")
+        for x in sc.missed:
+            lines.append(f"- missed, {sc.corpus.name}: {x}")
+    real = [sc for sc in scores if sc.corpus.real]
+    behaviours = [0, 0]
+    for sc in real:
+        for cat in BEHAVIOURS:
+            hit, _, n = sc.recall.get(cat, (0, 0, 0))
+            behaviours[0] += hit
+            behaviours[1] += n
+    lines += ["", f"Recall of the labelled behaviours ({', '.join(BEHAVIOURS)}) over the real "
+              f"corpora, any level: {_pct(*behaviours)} ({behaviours[0]}/{behaviours[1]})."]
     return "\n".join(lines)
+
+
+def write_markdown(path: Path, text: str) -> None:
+    """Replace what stands between the markers in ``path`` (the generated tables)."""
+    doc = path.read_text(encoding="utf-8")
+    if BEGIN not in doc or END not in doc:
+        raise SystemExit(f"{path} has no {BEGIN} ... {END} block to fill")
+    head, rest = doc.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--log-dir", help="reuse quality-eval logs here instead of running it")
+    ap.add_argument("--log-dir", help="reuse quality-eval logs here instead of running them")
     ap.add_argument("--corpus", default=str(CORPUS), help="real transcripts ('' to skip)")
-    ap.add_argument("--markdown", help="also write the tables to this file")
-    ap.add_argument("--verbose", action="store_true", help="print every sample's findings")
+    ap.add_argument("--markdown", help="rewrite the generated block of this file")
+    ap.add_argument("--verbose", action="store_true", help="also list false lows")
     args = ap.parse_args(argv)
     tmp = None
     log_dir = args.log_dir
     if not log_dir:
         tmp = tempfile.mkdtemp(prefix="quality-")
         log_dir = tmp
-        run_quality_eval(log_dir)
+        run_quality_eval(log_dir)  # every task of the file
     try:
         dirs = [log_dir] + ([args.corpus] if args.corpus and Path(args.corpus).is_dir() else [])
-        results = scan(dirs)
+        listed = listed_samples(dirs)
+        found = scan(dirs)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    if args.verbose:
-        for (task, sid), res in sorted(results.items()):
-            print(f"{task}/{sid}: " + "; ".join(
-                f"{c}={lv} [{', '.join(sorted(res.rules[c]))}]" for c, lv in res.found.items()))
-    report = score(results, load_labels())
-    text = render(report, len(results))
+    scores = [score(c, found, listed) for c in load_corpora()]
+    scores = [s for s in scores if s.samples]
+    text = render(scores)
     print(text)
+    if args.verbose:
+        for sc in scores:
+            for x in sc.false["low"]:
+                print(f"- false low, {sc.corpus.name}: {x}")
     if args.markdown:
-        Path(args.markdown).write_text(text + "\n", encoding="utf-8")
-    return 0 if report.ok() else 1
+        write_markdown(Path(args.markdown), text)
+    return 0 if all(sc.ok() for sc in scores) else 1
 
 
 if __name__ == "__main__":
