@@ -12,6 +12,8 @@ import logging
 import os
 import re
 import shlex
+import stat
+import threading
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -409,6 +411,68 @@ def test_markdown_reporter_writes_file_with_live_findings(tmp_path: Path) -> Non
         r2.finding(f)
     r2.stop(None)
     assert "## Findings (3)" in (tmp_path / "live.md").read_text()
+
+
+def _read_fifo(path: Path, into: list[str]) -> threading.Thread:
+    def read() -> None:
+        with open(path, encoding="utf-8") as fh:
+            into.append(fh.read())
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("cls", [MarkdownReporter, HtmlReporter])
+def test_report_is_written_through_symlinks_and_fifos_never_replacing_them(
+        tmp_path: Path, cls: type[MarkdownReporter]) -> None:
+    """A report path is written as ``> PATH`` would: through a symlink (the link stays),
+    into a FIFO (which stays a FIFO), and atomically for a regular file with a temporary
+    name nobody could plant: a ``PATH.tmp`` symlink left beforehand is not followed."""
+    summary = example_summary()
+    expected = cls.render(summary)
+    real = tmp_path / "real.md"
+    real.write_text("old")
+    link = tmp_path / "link.md"
+    link.symlink_to(real)
+    cls(link).stop(summary)
+    assert link.is_symlink() and real.read_text() == expected
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = _read_fifo(fifo, got)
+    cls(fifo).stop(summary)
+    reader.join(30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and got == [expected]
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    out = tmp_path / "report.md"
+    (tmp_path / "report.md.tmp").symlink_to(victim)
+    cls(out).stop(summary)
+    assert victim.read_text() == "precious" and out.read_text() == expected
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report.md.")]
+
+
+def test_report_over_an_existing_file_keeps_its_mode(tmp_path: Path) -> None:
+    out = tmp_path / "r.md"
+    out.write_text("old")
+    os.chmod(out, 0o640)
+    MarkdownReporter(out).stop(example_summary())
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640 and out.read_text() != "old"
+
+
+def test_state_is_saved_through_a_symlink_owner_only(tmp_path: Path) -> None:
+    from watcher.state import WatchState
+
+    real = tmp_path / "real.state"
+    link = tmp_path / "s.state"
+    link.symlink_to(real)
+    state = WatchState(path=link)
+    state.finished.add("e|1|1")
+    state.save()
+    assert link.is_symlink() and WatchState.load(link).finished == {"e|1|1"}
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
 
 
 def test_outliers_need_factor_and_floor() -> None:

@@ -6,19 +6,19 @@ level we reported; samples that finished are remembered so they are not read
 again; running samples are re-read from their start so rule windows that span
 the restart are rebuilt (their old findings are suppressed, not repeated).
 
-Writes are atomic (temp file + rename) and the file is created ``0600``:
+Writes are atomic (a temporary file nobody could plant, renamed over the state; a
+symlink is written through) and the file is ``0600``:
 it names tasks and samples of the user's evals.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from watcher.files import write_file
 from watcher.findings import Finding, confidence_rank
 
 STATE_VERSION = 1
@@ -95,19 +95,6 @@ class StateError(Exception):
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, readable by the user only."""
+    """Write ``text`` to ``path`` atomically (through a symlink), readable by the user only."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_file(path, text, mode=0o600)
