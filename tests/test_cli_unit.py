@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -175,3 +180,46 @@ def test_a_task_or_sample_that_matches_nothing_is_said() -> None:
     [sample] = notices("inspect_evals/luce_intercode_ctf", "no-such-sample")
     assert "no sample 'no-such-sample'" in sample["message"]
     assert notices("inspect_evals/luce_intercode_ctf", "56") == []
+
+
+def _cli_limited(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess with its address space capped at 2 GB and a time limit:
+    an unbounded read hits MemoryError (not the machine's OOM killer), a blocked one
+    the timeout, and either fails the test."""
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **env},
+                          stdin=subprocess.DEVNULL, preexec_fn=cap)
+
+
+def test_special_files_are_refused_not_read_for_ever(tmp_path: Path) -> None:
+    """``--rules /dev/zero`` grew to 24 GB, ``--state /dev/full`` likewise, and a FIFO
+    blocked the start: rule, suppress and state files must be regular files (exit 2,
+    named, no traceback); a large regular rule file is read only up to the cap."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.yaml"
+    big.write_text("# padding\n" * 150_000)  # 1.5 MB, over the 1,000,000-byte cap
+    env = {"INSPECT_WATCH_CONTROL_DIR": str(tmp_path / "none")}
+    cases = [
+        (["watch", "--once", "--rules", "/dev/zero"], "/dev/zero: W120",
+         "not a regular file"),
+        (["watch", "--once", "--rules", str(fifo)], f"{fifo}: W120", "not a regular file"),
+        (["rules", "validate", "/dev/zero"], "/dev/zero: W120", "not a regular file"),
+        (["watch", "--once", "--suppress", "/dev/zero"], "/dev/zero: W120",
+         "not a regular file"),
+        (["watch", "--once", "--rules", str(big)], f"{big}:1:1: W116",
+         "larger than 1000000 bytes"),
+        (["watch", "--once", "--state", "/dev/full"], "/dev/full: cannot read state file",
+         "not a regular file"),
+        (["watch", "--once", "--state", str(fifo)], f"{fifo}: cannot read state file",
+         "not a regular file"),
+    ]
+    for args, where, why in cases:
+        res = _cli_limited(*args, env=env)
+        assert res.returncode == 2, (args, res.returncode, res.stderr[-2000:])
+        assert where in res.stderr and why in res.stderr, (args, res.stderr)
+        assert "Traceback" not in res.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -14,6 +14,8 @@ it names tasks and samples of the user's evals.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,7 +76,7 @@ class WatchState:
         if not path.exists():
             return state
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(_read_regular(path))
             if data.get("version") != STATE_VERSION:
                 raise ValueError(f"unsupported state version {data.get('version')!r}")
             for k, v in data.get("reported", {}).items():
@@ -92,6 +94,21 @@ class WatchState:
 
 class StateError(Exception):
     """The state file exists but cannot be used."""
+
+
+def _read_regular(path: Path) -> bytes:
+    """A regular file's bytes; anything else is refused before a byte is read.
+
+    ``--state /dev/full`` used to be read for ever (zeros until the OOM killer) and a
+    FIFO blocked the start; the state is replaced by renaming a file over it, so only a
+    regular file (or a symlink to one) can be a state file.
+    """
+    # O_NONBLOCK: opening a FIFO without a writer would wait for one
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file (a device, FIFO or socket)")
+        return fh.read()
 
 
 def atomic_write(path: Path, text: str) -> None:
