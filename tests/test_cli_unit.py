@@ -223,3 +223,50 @@ def test_special_files_are_refused_not_read_for_ever(tmp_path: Path) -> None:
         assert where in res.stderr and why in res.stderr, (args, res.stderr)
         assert "Traceback" not in res.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_state_that_cannot_be_saved_refuses_to_start(tmp_path: Path) -> None:
+    """The watch used to run and then lose its state at exit with a traceback: the state
+    is saved once before the watch starts, and a path that cannot take it is exit 2."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    res = CliRunner().invoke(main, ["watch", "--log-dir", str(logs), "--once", "-q",
+                                    "--format", "jsonl", "--state", str(blocker / "s.json")])
+    assert res.exit_code == 2, res.output
+    assert f"{blocker / 's.json'}: cannot write state file: Not a directory" in res.output
+    assert '"notice"' not in res.output  # the watch did not start
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    fresh = tmp_path / "new" / "s.json"  # a new state (and its directory) is fine
+    res = CliRunner().invoke(main, ["watch", "--log-dir", str(logs), "--once", "-q",
+                                    "--state", str(fresh)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(fresh.read_text())["reported"] == {}
+
+
+def test_symlinked_outputs_are_checked_where_they_point(tmp_path: Path) -> None:
+    """A dangling --output symlink into a missing directory was a traceback (JSONL) after
+    the rules loaded: it is checked up front like any path, where the link points; one
+    into an existing directory is created there, as `> PATH` would, the link kept."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    dangling = tmp_path / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "gone" / "f.jsonl")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for args, why in (
+            (["--format", "jsonl", "-o", str(dangling)], "does not exist (where the symlink"),
+            (["-o", str(dangling)], "does not exist (where the symlink"),
+            (["--summary", str(dangling)], "does not exist (where the symlink"),
+            (["--format", "jsonl", "-o", str(loop)], "is a symlink loop")):
+        res = CliRunner().invoke(main, ["watch", "--log-dir", str(logs), "--once", *args])
+        assert res.exit_code == 2, (args, res.output)
+        assert why in res.output and "Traceback" not in res.output, (args, res.output)
+        assert res.exception is None or isinstance(res.exception, SystemExit)
+    ok = tmp_path / "ok.jsonl"
+    ok.symlink_to(tmp_path / "target.jsonl")
+    res = CliRunner().invoke(main, ["watch", "--log-dir", str(logs), "--once", "-q",
+                                    "--format", "jsonl", "-o", str(ok)])
+    assert res.exit_code == 0, res.output
+    assert ok.is_symlink() and "no_logs" in (tmp_path / "target.jsonl").read_text()

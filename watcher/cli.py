@@ -116,12 +116,18 @@ def _check_output(path: str | None, hint: str) -> None:
     target = _local(path)
     if target is None:
         return
-    parent = target.parent
+    # a symlink is written through: what matters is where it points (a dangling one is
+    # created there, as `> PATH` would; its directory must exist)
+    real = Path(os.path.realpath(target))
+    via = f" (where the symlink {path} points)" if real != target.absolute() else ""
+    if real.is_symlink():
+        raise click.BadParameter(f"{path} is a symlink loop", param_hint=hint)
     if target.is_dir():
         raise click.BadParameter(f"{path} is a directory", param_hint=hint)
-    if not parent.is_dir():
-        raise click.BadParameter(f"directory {parent} does not exist", param_hint=hint)
-    if not os.access(parent, os.W_OK) or target.exists() and not os.access(target, os.W_OK):
+    if not real.parent.is_dir():
+        raise click.BadParameter(f"directory {real.parent} does not exist{via}",
+                                 param_hint=hint)
+    if not os.access(real.parent, os.W_OK) or real.exists() and not os.access(real, os.W_OK):
         raise click.BadParameter(f"{path} is not writable", param_hint=hint)
 
 
@@ -158,7 +164,8 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
 
     try:
-        state = WatchState.load(Path(state_path)) if state_path else WatchState()
+        # checked now (a state that cannot be saved would be lost at the end of the watch)
+        state = WatchState.open(Path(state_path)) if state_path else WatchState()
     except StateError as e:
         click.echo(f"inspect-watch: {e}", err=True)
         return EXIT_BAD_INPUT
@@ -186,6 +193,9 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
             sink.start(context)
     except OutputError as e:
         click.echo(f"inspect-watch: {e}", err=True)
+        return EXIT_BAD_INPUT
+    except OSError as e:  # checked before; the path changed since
+        click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
         return EXIT_BAD_INPUT
     result = watch.run()
     summary = watch.summary()

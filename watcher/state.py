@@ -87,6 +87,17 @@ class WatchState:
             raise StateError(f"{path}: cannot read state file: {e}") from e
         return state
 
+    @classmethod
+    def open(cls, path: Path) -> WatchState:
+        """Load ``path`` for a watch and save it at once: a state file that cannot be
+        written is an error before the watch starts, not a loss at its end."""
+        state = cls.load(path)
+        try:
+            state.save()
+        except OSError as e:
+            raise StateError(f"{path}: cannot write state file: {e.strerror or e}") from e
+        return state
+
     def save(self) -> None:
         if self.path is not None:
             atomic_write(self.path, json.dumps(self.to_dict(), indent=1))
@@ -113,5 +124,6 @@ def _read_regular(path: Path) -> bytes:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (through a symlink), readable by the user only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.exists():  # (a file there fails below: "Not a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
     write_file(path, text, mode=0o600)
