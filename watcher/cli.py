@@ -158,10 +158,8 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               on_finding: str | None = None, wait_for_evals: float = 0.0,
               extra_sinks: list[Any] | None = None, jobs: int = 1) -> int:
     """Run one watch with reporters; returns the exit code."""
-    from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
-    from watcher.reporters.remote import OutputError
     from watcher.state import StateError, WatchState
-    from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
+    from watcher.watch import EXIT_BAD_INPUT
 
     try:
         # checked now (a state that cannot be saved would be lost at the end of the watch)
@@ -172,8 +170,30 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     try:
         sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence)
     except OSError as e:
+        state.close()
         click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
         return EXIT_BAD_INPUT
+    try:
+        return _run_watch(engine, state, sinks, selector=selector, log_dir=log_dir,
+                          replay=replay, poll=poll, output=output,
+                          min_confidence=min_confidence, once=once, transport=transport,
+                          fail_on=fail_on, follow=follow, summary_md=summary_md,
+                          summary_html=summary_html, on_finding=on_finding,
+                          wait_for_evals=wait_for_evals, extra_sinks=extra_sinks, jobs=jobs)
+    finally:
+        state.close()
+
+
+def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
+               log_dir: str | None, replay: list[str] | None, poll: float, output: str | None,
+               min_confidence: str, once: bool, transport: str, fail_on: str | None,
+               follow: bool, summary_md: str | None, summary_html: str | None,
+               on_finding: str | None, wait_for_evals: float, extra_sinks: list[Any] | None,
+               jobs: int) -> int:
+    from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
+    from watcher.reporters.remote import OutputError
+    from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
+
     if on_finding:
         from watcher.hooks import CommandHook
 
@@ -207,6 +227,10 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
         click.echo(f"inspect-watch: cannot write findings ({result.write_error}); the watch "
                    "stopped and saved its state: the next run with the same --state reports "
                    "what was not written", err=True)
+    if result.state_error:
+        click.echo(f"inspect-watch: cannot save the state file {result.state_error}; the "
+                   "watch stopped: what it could not remember it did not report, and the "
+                   "next run with a state it can save reports it", err=True)
     # findings that did not reach a remote --output (kept locally; the reporter said where)
     lost = any(getattr(sink, "lost", False) for sink in sinks)
     code = result.exit_code or (EXIT_SOURCE if lost else 0)
@@ -239,7 +263,7 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
 @click.option("--once", is_flag=True, help="Read what is there now, report, exit.")
 @click.option("--state", "state_path", type=click.Path(dir_okay=False),
               help="Persist reported findings: a restart or the next --once reports only "
-              "what is new.")
+              "what is new. Saved as findings are written; one watcher per state (locked).")
 @click.option("--transport", type=click.Choice(["auto", "http", "cli"]), default="auto",
               show_default=True, help="auto: HTTP over the control socket, with running "
               "samples' events read from the eval's sample buffer (no load on a busy eval), "
