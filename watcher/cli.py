@@ -352,7 +352,7 @@ def replay(files: tuple[str, ...], rules: tuple[str, ...], disable: tuple[str, .
 def ls_cmd(as_json: bool) -> None:
     """List running tasks: task, id, model, status, sample counts, pid, log."""
     from watcher.discovery import list_servers
-    from watcher.sanitize import clean_text
+    from watcher.sanitize import visible_text
     from watcher.sources.base import SourceError
     from watcher.sources.http import HttpSource
 
@@ -376,15 +376,18 @@ def ls_cmd(as_json: bool) -> None:
         click.echo("no running Inspect evals")
         return
     for r in rows:
+        # every field but the pid (ours, from the discovery file) is the server's word:
+        # shown so that no character of it reaches the terminal as a control
         if "error" in r:
-            click.echo(f"pid {r['pid']}: unreachable ({clean_text(r['error'])})")
+            click.echo(f"pid {r['pid']}: unreachable ({visible_text(r['error'], 500)})")
             continue
-        c = r["samples"]
+        c = r["samples"] if isinstance(r["samples"], dict) else {}
+        v = visible_text
         click.echo(
-            f"{clean_text(r['task'])}  {r['task_id']}  {clean_text(r['model'])}  {r['status']}  "
-            f"samples {c.get('completed', 0)}/{c.get('total', '?')} done, "
-            f"{c.get('in_flight', 0)} running, {c.get('errored', 0)} errored  "
-            f"pid {r['pid']}  {clean_text(str(r['log_location']))}")
+            f"{v(r['task'])}  {v(r['task_id'])}  {v(r['model'])}  {v(r['status'], 40)}  "
+            f"samples {v(c.get('completed', 0), 20)}/{v(c.get('total', '?'), 20)} done, "
+            f"{v(c.get('in_flight', 0), 20)} running, {v(c.get('errored', 0), 20)} errored  "
+            f"pid {r['pid']}  {v(r['log_location'], 500)}")
 
 
 @main.command()

@@ -123,6 +123,7 @@ class Watch:
         # watch (see _resume_exited), and those evals' ids
         self._resumed: dict[str, list[str]] = {}
         self._resumed_evals: set[str] = set()
+        self._skipped: set[str] = set()  # discovery files said to be skipped
 
     # -- sources -----------------------------------------------------------
 
@@ -145,9 +146,20 @@ class Watch:
             return True
         return False
 
+    def _servers(self) -> list[Any]:
+        """The alive control servers; a discovery file skipped as not the user's alone is
+        said once, as a ``discovery`` notice."""
+        skipped: list[str] = []
+        servers = list_servers(skipped=skipped)
+        for message in skipped:
+            if message not in self._skipped:
+                self._skipped.add(message)
+                self._notice("discovery", message)
+        return servers
+
     def _discover(self) -> None:
         """Add a watcher for every control server not seen before."""
-        for server in list_servers():
+        for server in self._servers():
             if server.pid in self._known_pids:
                 continue
             self._known_pids.add(server.pid)
@@ -177,7 +189,7 @@ class Watch:
         their open findings end, and what happened after that watch is reported."""
         from watcher.sources.logs import LogSource
 
-        alive = {s.pid for s in list_servers()}
+        alive = {s.pid for s in self._servers()}
         sel = self.config.selector
         by_log: dict[str, list[str]] = {}
         for eval_id, entry in self.state.open_evals.items():
