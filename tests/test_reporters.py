@@ -126,6 +126,39 @@ def test_text_tty_golden(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "\x1b]" not in out and "\x1b[2J" not in out
 
 
+def test_text_status_lines_fit_the_terminal_in_cells() -> None:
+    """Status lines were cut by characters: a task named in double-width characters made
+    a line twice as wide as the terminal, and each redraw left its wrapped rows behind."""
+    from rich.cells import cell_len
+
+    buf = FakeTTY()
+    r = TextReporter(buf, width=40, color=False)
+    tasks = tuple(TaskStatus("評価" * 30, "模型", running=1) for _ in range(3))
+    r.status(StatusSnapshot(tasks=tasks, now=T0, last_poll_at=T0, polls=1))
+    drawn = buf.getvalue().split("\n")[:-1]
+    assert len(drawn) == 4 and r._status_drawn == 4
+    assert all(cell_len(re.sub(r"\r|\x1b\[[0-9;]*[A-Za-z]", "", ln)) <= 39 for ln in drawn)
+    assert drawn[1].startswith("  評価") and drawn[1].endswith("…")
+
+
+def test_text_ids_full_of_escapes_are_shown_not_stripped() -> None:
+    """A sample id made of escape codes was cleaned like prose and shown as a bare plain
+    id (``\\e[31mid\\e[0m`` read ``id``): it is shown, visibly, and quoted."""
+    f = example_snapshots()[0]
+    odd = replace(f, sample=replace(f.sample, sample_id="\x1b[31mid\x1b[0m",
+                                    task="\x1b]0;t\x07demo"))
+    buf = io.StringIO()
+    r = TextReporter(buf, color=False)
+    r.finding(odd)
+    r.finding(replace(odd, status="ended"))
+    r.notice(replace(example_notices()[0], sample=odd.sample))
+    out = buf.getvalue()
+    assert "\x1b" not in out and "\x07" not in out
+    assert "sample id " not in out and "sample «␛[31mid␛[0m»" in out
+    assert out.count("«␛]0;t␇demo»") == 2  # the block and the notice
+    assert "(sample «␛[31mid␛[0m» epoch 1" in out  # the ended line
+
+
 def test_text_no_color_env_and_explicit_color(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     buf = FakeTTY()
