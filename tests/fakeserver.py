@@ -261,6 +261,9 @@ class FakeControlServer:
             "pid": self.pid, "socket_path": str(self.socket_path), "started_at": time.time(),
             "api_version": self.api_version, "run_id": "run-fake",
         }))
+        # owner-only, as Inspect makes them: discovery skips files others may write
+        os.chmod(self.discovery_path, 0o600)
+        os.chmod(self.socket_path, 0o600)
         return self
 
     def refuse(self) -> None:
@@ -270,6 +273,7 @@ class FakeControlServer:
         dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         dead.bind(str(self.socket_path))
         dead.close()
+        os.chmod(self.socket_path, 0o600)
 
     def stop(self, keep_files: bool = False) -> None:
         if self._server is not None:

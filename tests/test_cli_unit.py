@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -175,3 +180,93 @@ def test_a_task_or_sample_that_matches_nothing_is_said() -> None:
     [sample] = notices("inspect_evals/luce_intercode_ctf", "no-such-sample")
     assert "no sample 'no-such-sample'" in sample["message"]
     assert notices("inspect_evals/luce_intercode_ctf", "56") == []
+
+
+def _cli_limited(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess with its address space capped at 2 GB and a time limit:
+    an unbounded read hits MemoryError (not the machine's OOM killer), a blocked one
+    the timeout, and either fails the test."""
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **env},
+                          stdin=subprocess.DEVNULL, preexec_fn=cap)
+
+
+def test_special_files_are_refused_not_read_for_ever(tmp_path: Path) -> None:
+    """``--rules /dev/zero`` grew to 24 GB, ``--state /dev/full`` likewise, and a FIFO
+    blocked the start: rule, suppress and state files must be regular files (exit 2,
+    named, no traceback); a large regular rule file is read only up to the cap."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.yaml"
+    big.write_text("# padding\n" * 150_000)  # 1.5 MB, over the 1,000,000-byte cap
+    env = {"INSPECT_WATCH_CONTROL_DIR": str(tmp_path / "none")}
+    cases = [
+        (["watch", "--once", "--rules", "/dev/zero"], "/dev/zero: W120",
+         "not a regular file"),
+        (["watch", "--once", "--rules", str(fifo)], f"{fifo}: W120", "not a regular file"),
+        (["rules", "validate", "/dev/zero"], "/dev/zero: W120", "not a regular file"),
+        (["watch", "--once", "--suppress", "/dev/zero"], "/dev/zero: W120",
+         "not a regular file"),
+        (["watch", "--once", "--rules", str(big)], f"{big}:1:1: W116",
+         "larger than 1000000 bytes"),
+        (["watch", "--once", "--state", "/dev/full"], "/dev/full: cannot read state file",
+         "not a regular file"),
+        (["watch", "--once", "--state", str(fifo)], f"{fifo}: cannot read state file",
+         "not a regular file"),
+    ]
+    for args, where, why in cases:
+        res = _cli_limited(*args, env=env)
+        assert res.returncode == 2, (args, res.returncode, res.stderr[-2000:])
+        assert where in res.stderr and why in res.stderr, (args, res.stderr)
+        assert "Traceback" not in res.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_state_that_cannot_be_saved_refuses_to_start(tmp_path: Path) -> None:
+    """The watch used to run and then lose its state at exit with a traceback: the state
+    is saved once before the watch starts, and a path that cannot take it is exit 2."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    res = CliRunner().invoke(main, ["watch", "--log-dir", str(logs), "--once", "-q",
+                                    "--format", "jsonl", "--state", str(blocker / "s.json")])
+    assert res.exit_code == 2, res.output
+    assert f"{blocker / 's.json'}: cannot write state file: Not a directory" in res.output
+    assert '"notice"' not in res.output  # the watch did not start
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    fresh = tmp_path / "new" / "s.json"  # a new state (and its directory) is fine
+    res = CliRunner().invoke(main, ["watch", "--log-dir", str(logs), "--once", "-q",
+                                    "--state", str(fresh)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(fresh.read_text())["reported"] == {}
+
+
+def test_symlinked_outputs_are_checked_where_they_point(tmp_path: Path) -> None:
+    """A dangling --output symlink into a missing directory was a traceback (JSONL) after
+    the rules loaded: it is checked up front like any path, where the link points; one
+    into an existing directory is created there, as `> PATH` would, the link kept."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    dangling = tmp_path / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "gone" / "f.jsonl")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for args, why in (
+            (["--format", "jsonl", "-o", str(dangling)], "does not exist (where the symlink"),
+            (["-o", str(dangling)], "does not exist (where the symlink"),
+            (["--summary", str(dangling)], "does not exist (where the symlink"),
+            (["--format", "jsonl", "-o", str(loop)], "is a symlink loop")):
+        res = CliRunner().invoke(main, ["watch", "--log-dir", str(logs), "--once", *args])
+        assert res.exit_code == 2, (args, res.output)
+        assert why in res.output and "Traceback" not in res.output, (args, res.output)
+        assert res.exception is None or isinstance(res.exception, SystemExit)
+    ok = tmp_path / "ok.jsonl"
+    ok.symlink_to(tmp_path / "target.jsonl")
+    res = CliRunner().invoke(main, ["watch", "--log-dir", str(logs), "--once", "-q",
+                                    "--format", "jsonl", "-o", str(ok)])
+    assert res.exit_code == 0, res.output
+    assert ok.is_symlink() and "no_logs" in (tmp_path / "target.jsonl").read_text()

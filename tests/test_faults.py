@@ -592,3 +592,75 @@ def test_reader_leaving_the_pipe_ends_the_watch_with_state_saved(
         assert first["id"] in saved["reported"]
     assert saved["reported"], "the findings written before the reader left were not saved"
     assert ev.proc.poll() is None, "the eval ended first: the watch was not cut short"
+
+
+# -- what a server (or a discovery file) says is untrusted --------------------------------
+
+
+def test_ls_shows_server_fields_without_letting_a_control_through(
+        fake: FakeControlServer) -> None:
+    """``inspect-watch ls`` printed the server's task_id, status and counts raw: escape
+    sequences reached the terminal. Every field is shown, each control made visible."""
+    from click.testing import CliRunner
+
+    from watcher.cli import main
+
+    esc = "\x1b]0;pwned\x07\x1b[2J"
+    fake.tasks_override = [{
+        "eval_id": "e1", "task": f"t{esc}", "task_id": f"id{esc}", "model": f"m{esc}",
+        "status": f"running{esc}", "log_location": f"/l{esc}",
+        "samples": {"completed": f"1{esc}", "total": f"3{esc}", "in_flight": f"2{esc}",
+                    "errored": f"0{esc}"}}]
+    res = CliRunner().invoke(main, ["ls"])
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.output and "\x07" not in res.output
+    shown = "␛]0;pwned␇␛[2J"
+    for field in ("t", "id", "m", "running", "/l", "1", "3", "2", "0"):
+        assert f"{field}{shown}" in res.output, (field, res.output)
+    res = CliRunner().invoke(main, ["ls", "--json"])
+    assert "\x1b" not in res.output and json.loads(res.output)["tasks"][0]["task_id"] == \
+        f"id{esc}"
+
+
+def test_discovery_trusts_only_the_users_own_files_and_sockets(
+        fake: FakeControlServer, control_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Discovery files and sockets were trusted without a look at owner or mode: another
+    user's file (or one anybody may write) could point the watcher at their socket. Only
+    the current user's, writable by nobody else, are used; a skipped one is said."""
+    from watcher.discovery import list_servers
+
+    other = os.geteuid() + 4242
+    assert [s.pid for s in list_servers()] == [fake.pid]
+    cases: list[tuple[Path, Any, str]] = [
+        (fake.discovery_path, lambda p: os.chmod(p, 0o666), "writable by others (mode 0666)"),
+        (fake.discovery_path, lambda p: os.chown(p, other, -1), f"owned by uid {other}"),
+        (fake.socket_path, lambda p: os.chmod(p, 0o777), f"its socket {fake.socket_path} is "
+         "writable by others"),
+        (fake.socket_path, lambda p: os.chown(p, other, -1), f"its socket {fake.socket_path} "
+         f"is owned by uid {other}"),
+    ]
+    for path, spoil, why in cases:
+        st = os.stat(path)
+        try:
+            spoil(path)
+        except PermissionError:
+            pytest.skip("changing a file's owner needs root")
+        try:
+            assert list_servers() == [], why
+            assert why in capsys.readouterr().err
+            list_servers()
+            assert capsys.readouterr().err == ""  # said once, not every poll
+            skipped: list[str] = []
+            assert list_servers(skipped=skipped) == []
+            assert len(skipped) == 1 and why in skipped[0], skipped
+            assert str(fake.discovery_path) in skipped[0]
+        finally:
+            os.chown(path, st.st_uid, st.st_gid)
+            os.chmod(path, stat.S_IMODE(st.st_mode))
+    # a watch says it as a notice
+    os.chmod(fake.discovery_path, 0o646)
+    sink = ListSink()
+    Watch(Engine(load_rules(builtin=True, user_dir=False)), WatchConfig(poll=0.05, once=True),
+          WatchState(), [sink]).run()
+    assert [n.kind for n in sink.notices] == ["discovery", "no_evals"]
+    assert "writable by others" in sink.notices[0].message

@@ -46,6 +46,27 @@ r.stop()
 """
 
 
+# 15 tasks named in double-width characters: each status line is wider in cells than in
+# characters, and a line cut by characters wrapped onto a second row
+WIDE_SCRIPT = """
+import sys, time
+from pathlib import Path
+from watcher.reporters import RunContext, StatusSnapshot, TaskStatus, TextReporter
+
+r = TextReporter(sys.stdout)
+assert r.tty
+r.start(RunContext(sources=("live",), version="test"))
+tasks = tuple(TaskStatus("評価タスク" * 12 + str(k), "模型/模型" * 6, running=1, total=3)
+              for k in range(15))
+for i in range(6):
+    r.status(StatusSnapshot(tasks=tasks, now=100.0 + i, last_poll_at=99.0 + i, polls=200 + i))
+Path(sys.argv[1]).write_text("drawn")
+while not Path(sys.argv[2]).exists():
+    time.sleep(0.05)
+r.stop()
+"""
+
+
 def tmux(*args: str) -> str:
     assert TMUX is not None
     res = subprocess.run([TMUX, *args], capture_output=True, text=True, timeout=30, check=False)
@@ -54,9 +75,18 @@ def tmux(*args: str) -> str:
 
 @pytest.fixture
 def session(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
+    yield from _session(tmp_path, SCRIPT)
+
+
+@pytest.fixture
+def wide_session(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
+    yield from _session(tmp_path, WIDE_SCRIPT)
+
+
+def _session(tmp_path: Path, text: str) -> Iterator[tuple[str, Path, Path]]:
     name = f"iw-test-{uuid.uuid4().hex[:8]}"
     script = tmp_path / "live.py"
-    script.write_text(SCRIPT)
+    script.write_text(text)
     drawn, release = tmp_path / "drawn", tmp_path / "release"
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     cmd = " ".join(shlex.quote(a) for a in (sys.executable, str(script), str(drawn),
@@ -125,3 +155,20 @@ def test_status_area_left_as_plain_lines_on_stop(session: tuple[str, Path, Path]
     assert len(heads) == 1 and "105 polls" in heads[0]
     stop = next(i for i, ln in enumerate(lines) if ln.startswith("inspect-watch: stopped."))
     assert lines.index(heads[0]) < stop
+
+
+def test_status_area_of_double_width_names_leaves_no_stale_rows(
+        wide_session: tuple[str, Path, Path]) -> None:
+    """Task names in double-width characters: status lines were cut to the terminal's width
+    in characters, so each wrapped onto a second row that the redraw did not erase (15
+    stale rows per redraw). Cut by cells, the status area is redrawn in place."""
+    name, drawn, _ = wide_session
+    wait_for(drawn)
+    screen = wait_screen(name, "205 polls")
+    lines = screen.rstrip("\n").split("\n")
+    heads = [i for i, ln in enumerate(lines) if ln.startswith("inspect-watch · ")]
+    assert len(heads) == 1, screen
+    assert "205 polls" in lines[heads[0]]
+    rows = lines[heads[0] + 1:]
+    assert len(rows) == 15 and all(r.startswith("  評価タスク") for r in rows), screen
+    assert all(r.endswith("…") for r in rows), screen

@@ -12,6 +12,8 @@ import logging
 import os
 import re
 import shlex
+import stat
+import threading
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -122,6 +124,39 @@ def test_text_tty_golden(monkeypatch: pytest.MonkeyPatch) -> None:
     assert re.search(r"\r\x1b\[\d+A\x1b\[J", out)  # status area erased in place
     # only our own escapes: none of the agent's OSC/clear-screen sequences survive
     assert "\x1b]" not in out and "\x1b[2J" not in out
+
+
+def test_text_status_lines_fit_the_terminal_in_cells() -> None:
+    """Status lines were cut by characters: a task named in double-width characters made
+    a line twice as wide as the terminal, and each redraw left its wrapped rows behind."""
+    from rich.cells import cell_len
+
+    buf = FakeTTY()
+    r = TextReporter(buf, width=40, color=False)
+    tasks = tuple(TaskStatus("評価" * 30, "模型", running=1) for _ in range(3))
+    r.status(StatusSnapshot(tasks=tasks, now=T0, last_poll_at=T0, polls=1))
+    drawn = buf.getvalue().split("\n")[:-1]
+    assert len(drawn) == 4 and r._status_drawn == 4
+    assert all(cell_len(re.sub(r"\r|\x1b\[[0-9;]*[A-Za-z]", "", ln)) <= 39 for ln in drawn)
+    assert drawn[1].startswith("  評価") and drawn[1].endswith("…")
+
+
+def test_text_ids_full_of_escapes_are_shown_not_stripped() -> None:
+    """A sample id made of escape codes was cleaned like prose and shown as a bare plain
+    id (``\\e[31mid\\e[0m`` read ``id``): it is shown, visibly, and quoted."""
+    f = example_snapshots()[0]
+    odd = replace(f, sample=replace(f.sample, sample_id="\x1b[31mid\x1b[0m",
+                                    task="\x1b]0;t\x07demo"))
+    buf = io.StringIO()
+    r = TextReporter(buf, color=False)
+    r.finding(odd)
+    r.finding(replace(odd, status="ended"))
+    r.notice(replace(example_notices()[0], sample=odd.sample))
+    out = buf.getvalue()
+    assert "\x1b" not in out and "\x07" not in out
+    assert "sample id " not in out and "sample «␛[31mid␛[0m»" in out
+    assert out.count("«␛]0;t␇demo»") == 2  # the block and the notice
+    assert "(sample «␛[31mid␛[0m» epoch 1" in out  # the ended line
 
 
 def test_text_no_color_env_and_explicit_color(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -409,6 +444,68 @@ def test_markdown_reporter_writes_file_with_live_findings(tmp_path: Path) -> Non
         r2.finding(f)
     r2.stop(None)
     assert "## Findings (3)" in (tmp_path / "live.md").read_text()
+
+
+def _read_fifo(path: Path, into: list[str]) -> threading.Thread:
+    def read() -> None:
+        with open(path, encoding="utf-8") as fh:
+            into.append(fh.read())
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("cls", [MarkdownReporter, HtmlReporter])
+def test_report_is_written_through_symlinks_and_fifos_never_replacing_them(
+        tmp_path: Path, cls: type[MarkdownReporter]) -> None:
+    """A report path is written as ``> PATH`` would: through a symlink (the link stays),
+    into a FIFO (which stays a FIFO), and atomically for a regular file with a temporary
+    name nobody could plant: a ``PATH.tmp`` symlink left beforehand is not followed."""
+    summary = example_summary()
+    expected = cls.render(summary)
+    real = tmp_path / "real.md"
+    real.write_text("old")
+    link = tmp_path / "link.md"
+    link.symlink_to(real)
+    cls(link).stop(summary)
+    assert link.is_symlink() and real.read_text() == expected
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = _read_fifo(fifo, got)
+    cls(fifo).stop(summary)
+    reader.join(30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and got == [expected]
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    out = tmp_path / "report.md"
+    (tmp_path / "report.md.tmp").symlink_to(victim)
+    cls(out).stop(summary)
+    assert victim.read_text() == "precious" and out.read_text() == expected
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report.md.")]
+
+
+def test_report_over_an_existing_file_keeps_its_mode(tmp_path: Path) -> None:
+    out = tmp_path / "r.md"
+    out.write_text("old")
+    os.chmod(out, 0o640)
+    MarkdownReporter(out).stop(example_summary())
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640 and out.read_text() != "old"
+
+
+def test_state_is_saved_through_a_symlink_owner_only(tmp_path: Path) -> None:
+    from watcher.state import WatchState
+
+    real = tmp_path / "real.state"
+    link = tmp_path / "s.state"
+    link.symlink_to(real)
+    state = WatchState(path=link)
+    state.finished.add("e|1|1")
+    state.save()
+    assert link.is_symlink() and WatchState.load(link).finished == {"e|1|1"}
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
 
 
 def test_outliers_need_factor_and_floor() -> None:

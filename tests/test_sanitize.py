@@ -20,6 +20,7 @@ from watcher.sanitize import (
     md_code_block,
     md_escape,
     quote_agent_text,
+    visible_text,
 )
 
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
@@ -113,6 +114,22 @@ def test_property_clean_text_is_terminal_safe(s: str) -> None:
     out = clean_text(s, max_len=200)
     assert_terminal_safe(out)
     assert_terminal_safe(clean_text(s, 200, one_line=True), allow_newline=False)
+
+
+def test_visible_text_shows_what_clean_text_would_hide() -> None:
+    """For names and ids: an escape sequence stripped whole would leave an id that reads
+    as another one; here it is shown, and invisible characters are named."""
+    assert clean_text("\x1b[31mrepeat\x1b[0m", one_line=True) == "repeat"
+    assert visible_text("\x1b[31mrepeat\x1b[0m") == "␛[31mrepeat␛[0m"
+    assert visible_text("a\u202eb\u200bc\nd\te\x85") == "a<U+202E>b<U+200B>c␊d␉e<U+0085>"
+    assert visible_text("x" * 50, 10) == "x" * 10 + "… [50 chars]"
+    assert visible_text(None) == "" and visible_text(7) == "7"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(codec=None), max_size=300))
+def test_property_visible_text_is_one_safe_line(s: str) -> None:
+    assert_terminal_safe(visible_text(s), allow_newline=False)
 
 
 # --- quoting ----------------------------------------------------------------------

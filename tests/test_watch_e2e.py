@@ -210,3 +210,96 @@ def test_a_process_running_tasks_in_turn_is_watched_to_the_last_task(
     got = findings(out)
     assert {"loops"} <= {d["task"] for d in got}
     assert "repeated-tool-call" in {d["rule"] for d in got if d["task"] == "loops"}
+
+
+def _snapshots(records: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(d["id"], d["confidence"], d["status"]) for d in records]
+
+
+def test_a_sigkilled_watcher_resumed_reports_nothing_twice(eval_runner: Any,
+                                                           tmp_path: Path) -> None:
+    """The state used to be saved only at exit: after a SIGKILL the resumed watch reported
+    everything again (and would fire --on-finding again). Killed mid-run, resumed with the
+    same --state, no snapshot is reported twice and nothing is missed."""
+    from tests.evalproc import default_sigint
+
+    proc = eval_runner("loops", tool_delay=1.0)
+    proc.discovery()
+    state, out1, out2 = tmp_path / "w.state", tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "watcher", "watch", "--format", "jsonl", "--output", str(out1),
+         "--state", str(state), "--poll", "0.2"], stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=default_sigint)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (out1.exists() and findings(out1)):
+            assert first.poll() is None, first.stderr.read() if first.stderr else ""
+            time.sleep(0.1)
+    finally:
+        first.kill()
+        first.wait(30)
+    killed_with = findings(out1)
+    assert killed_with and proc.proc.poll() is None, "the eval ended before the kill"
+    res = cli("watch", "--format", "jsonl", "--output", str(out2), "--state", str(state),
+              "--poll", "0.2")
+    assert res.returncode == 0, res.stderr
+    assert proc.wait() == 0
+    resumed = findings(out2)
+    assert resumed, "the resumed watch reported nothing: the comparison is vacuous"
+    both = _snapshots(killed_with) + _snapshots(resumed)
+    assert len(both) == len(set(both)), "a snapshot was reported twice after the SIGKILL"
+    fresh = tmp_path / "fresh.jsonl"
+    cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
+        "--output", str(fresh))
+    assert {d["id"] for d in findings(fresh)} == {i for i, _, _ in both}
+
+
+def test_once_calls_end_open_findings_after_the_eval_exits(eval_runner: Any,
+                                                          tmp_path: Path) -> None:
+    """``watch --once --state`` called while an eval runs, then after it exited: the
+    findings still open used to be never reported as ended (later calls only said
+    no_evals). The state remembers the task's log, and the next call finishes it there."""
+    proc = eval_runner("loops", tool_delay=1.5)
+    proc.discovery()
+    state = tmp_path / "w.state"
+    seen: list[dict[str, Any]] = []
+    deadline = time.time() + 120
+    i = 0
+    def still_open() -> set[str]:
+        return {d["id"] for d in seen} - {d["id"] for d in seen if d["status"] == "ended"}
+
+    while time.time() < deadline and not still_open():
+        assert proc.proc.poll() is None, "the eval ended before a finding was open"
+        out = tmp_path / f"once{i}.jsonl"
+        res = cli("watch", "--once", "--state", str(state), "--format", "jsonl",
+                  "--output", str(out))
+        assert res.returncode == 0, res.stderr
+        seen += findings(out) if out.exists() else []
+        i += 1
+        time.sleep(0.3)
+    open_ids = still_open()
+    assert open_ids
+    assert proc.wait() == 0
+    last = tmp_path / "after.jsonl"
+    res = cli("watch", "--once", "--state", str(state), "--format", "jsonl",
+              "--output", str(last))
+    assert res.returncode == 0, res.stderr
+    lines = [json.loads(line) for line in last.read_text().splitlines()]
+    kinds = [d.get("notice") for d in lines if d["kind"] == "notice"]
+    assert "no_evals" not in kinds and "process_exited" in kinds, kinds
+    after = findings(last)
+    assert open_ids <= {d["id"] for d in after if d["status"] == "ended"}
+    # read from the log of a run that is over: nothing left to cancel
+    assert all("inspect ctl sample cancel" not in d["handoff"] for d in after)
+    both = _snapshots(seen) + _snapshots(after)
+    assert len(both) == len(set(both)), "a snapshot was reported twice"
+    fresh = tmp_path / "fresh.jsonl"
+    cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
+        "--output", str(fresh))
+    assert {d["id"] for d in findings(fresh)} == {i for i, _, _ in both}
+    # the log was read once: a further call has nothing to say
+    again = tmp_path / "again.jsonl"
+    res = cli("watch", "--once", "--state", str(state), "--format", "jsonl",
+              "--output", str(again))
+    assert res.returncode == 0 and not findings(again)
+    assert "process_exited" not in again.read_text()

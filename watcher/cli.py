@@ -116,12 +116,18 @@ def _check_output(path: str | None, hint: str) -> None:
     target = _local(path)
     if target is None:
         return
-    parent = target.parent
+    # a symlink is written through: what matters is where it points (a dangling one is
+    # created there, as `> PATH` would; its directory must exist)
+    real = Path(os.path.realpath(target))
+    via = f" (where the symlink {path} points)" if real != target.absolute() else ""
+    if real.is_symlink():
+        raise click.BadParameter(f"{path} is a symlink loop", param_hint=hint)
     if target.is_dir():
         raise click.BadParameter(f"{path} is a directory", param_hint=hint)
-    if not parent.is_dir():
-        raise click.BadParameter(f"directory {parent} does not exist", param_hint=hint)
-    if not os.access(parent, os.W_OK) or target.exists() and not os.access(target, os.W_OK):
+    if not real.parent.is_dir():
+        raise click.BadParameter(f"directory {real.parent} does not exist{via}",
+                                 param_hint=hint)
+    if not os.access(real.parent, os.W_OK) or real.exists() and not os.access(real, os.W_OK):
         raise click.BadParameter(f"{path} is not writable", param_hint=hint)
 
 
@@ -152,21 +158,42 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               on_finding: str | None = None, wait_for_evals: float = 0.0,
               extra_sinks: list[Any] | None = None, jobs: int = 1) -> int:
     """Run one watch with reporters; returns the exit code."""
-    from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
-    from watcher.reporters.remote import OutputError
     from watcher.state import StateError, WatchState
-    from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
+    from watcher.watch import EXIT_BAD_INPUT
 
     try:
-        state = WatchState.load(Path(state_path)) if state_path else WatchState()
+        # checked now (a state that cannot be saved would be lost at the end of the watch)
+        state = WatchState.open(Path(state_path)) if state_path else WatchState()
     except StateError as e:
         click.echo(f"inspect-watch: {e}", err=True)
         return EXIT_BAD_INPUT
     try:
         sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence)
     except OSError as e:
+        state.close()
         click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
         return EXIT_BAD_INPUT
+    try:
+        return _run_watch(engine, state, sinks, selector=selector, log_dir=log_dir,
+                          replay=replay, poll=poll, output=output,
+                          min_confidence=min_confidence, once=once, transport=transport,
+                          fail_on=fail_on, follow=follow, summary_md=summary_md,
+                          summary_html=summary_html, on_finding=on_finding,
+                          wait_for_evals=wait_for_evals, extra_sinks=extra_sinks, jobs=jobs)
+    finally:
+        state.close()
+
+
+def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
+               log_dir: str | None, replay: list[str] | None, poll: float, output: str | None,
+               min_confidence: str, once: bool, transport: str, fail_on: str | None,
+               follow: bool, summary_md: str | None, summary_html: str | None,
+               on_finding: str | None, wait_for_evals: float, extra_sinks: list[Any] | None,
+               jobs: int) -> int:
+    from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
+    from watcher.reporters.remote import OutputError
+    from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
+
     if on_finding:
         from watcher.hooks import CommandHook
 
@@ -187,6 +214,9 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     except OutputError as e:
         click.echo(f"inspect-watch: {e}", err=True)
         return EXIT_BAD_INPUT
+    except OSError as e:  # checked before; the path changed since
+        click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
+        return EXIT_BAD_INPUT
     result = watch.run()
     summary = watch.summary()
     for sink in sinks:  # less any whose reader went away during the watch
@@ -197,6 +227,10 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
         click.echo(f"inspect-watch: cannot write findings ({result.write_error}); the watch "
                    "stopped and saved its state: the next run with the same --state reports "
                    "what was not written", err=True)
+    if result.state_error:
+        click.echo(f"inspect-watch: cannot save the state file {result.state_error}; the "
+                   "watch stopped: what it could not remember it did not report, and the "
+                   "next run with a state it can save reports it", err=True)
     # findings that did not reach a remote --output (kept locally; the reporter said where)
     lost = any(getattr(sink, "lost", False) for sink in sinks)
     code = result.exit_code or (EXIT_SOURCE if lost else 0)
@@ -229,7 +263,7 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
 @click.option("--once", is_flag=True, help="Read what is there now, report, exit.")
 @click.option("--state", "state_path", type=click.Path(dir_okay=False),
               help="Persist reported findings: a restart or the next --once reports only "
-              "what is new.")
+              "what is new. Saved as findings are written; one watcher per state (locked).")
 @click.option("--transport", type=click.Choice(["auto", "http", "cli"]), default="auto",
               show_default=True, help="auto: HTTP over the control socket, with running "
               "samples' events read from the eval's sample buffer (no load on a busy eval), "
@@ -318,7 +352,7 @@ def replay(files: tuple[str, ...], rules: tuple[str, ...], disable: tuple[str, .
 def ls_cmd(as_json: bool) -> None:
     """List running tasks: task, id, model, status, sample counts, pid, log."""
     from watcher.discovery import list_servers
-    from watcher.sanitize import clean_text
+    from watcher.sanitize import visible_text
     from watcher.sources.base import SourceError
     from watcher.sources.http import HttpSource
 
@@ -342,15 +376,18 @@ def ls_cmd(as_json: bool) -> None:
         click.echo("no running Inspect evals")
         return
     for r in rows:
+        # every field but the pid (ours, from the discovery file) is the server's word:
+        # shown so that no character of it reaches the terminal as a control
         if "error" in r:
-            click.echo(f"pid {r['pid']}: unreachable ({clean_text(r['error'])})")
+            click.echo(f"pid {r['pid']}: unreachable ({visible_text(r['error'], 500)})")
             continue
-        c = r["samples"]
+        c = r["samples"] if isinstance(r["samples"], dict) else {}
+        v = visible_text
         click.echo(
-            f"{clean_text(r['task'])}  {r['task_id']}  {clean_text(r['model'])}  {r['status']}  "
-            f"samples {c.get('completed', 0)}/{c.get('total', '?')} done, "
-            f"{c.get('in_flight', 0)} running, {c.get('errored', 0)} errored  "
-            f"pid {r['pid']}  {clean_text(str(r['log_location']))}")
+            f"{v(r['task'])}  {v(r['task_id'])}  {v(r['model'])}  {v(r['status'], 40)}  "
+            f"samples {v(c.get('completed', 0), 20)}/{v(c.get('total', '?'), 20)} done, "
+            f"{v(c.get('in_flight', 0), 20)} running, {v(c.get('errored', 0), 20)} errored  "
+            f"pid {r['pid']}  {v(r['log_location'], 500)}")
 
 
 @main.command()

@@ -5,12 +5,20 @@ Each eval process writes ``<user data dir>/inspect_ai/control/<pid>.json``
 computes, via platformdirs). We read it without importing inspect_ai, never
 create or chmod it (the watcher must not loosen its permissions), and skip
 files whose pid is dead or whose JSON is malformed.
+
+A discovery file says which socket to trust with our requests and whose answers
+we show: only a regular file owned by the current user and writable by nobody
+else is read, and only if its socket (when there is one yet) is likewise ours
+(Inspect makes both ``0600`` in a ``0700`` directory). A file or socket that fails
+the check is skipped and said so (stderr, or a list the caller shows as notices).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +26,8 @@ from platformdirs import user_data_path
 
 # The newest control-API version this watcher was written against.
 KNOWN_API_VERSION = 8
+# A discovery file is a few hundred bytes; one larger than this is not read.
+MAX_DISCOVERY_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,56 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def list_servers(directory: Path | None = None) -> list[ControlServer]:
-    """Alive control servers, most recently started first."""
+def _untrusted(st: os.stat_result, what: str, want: int) -> str | None:
+    """Why a discovery file or socket (``what``) is not to be trusted, or None."""
+    if stat.S_IFMT(st.st_mode) != want:
+        return f"{what} is not a {'regular file' if want == stat.S_IFREG else 'socket'}"
+    if st.st_uid != os.geteuid():
+        return f"{what} is owned by uid {st.st_uid}, not by you (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"{what} is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _read_discovery(path: Path) -> tuple[bytes | None, str | None]:
+    """The file's bytes if it is ours to trust, else (None, why)."""
+    flags = (os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None, None  # removed since it was listed: its process has ended
+    except OSError as e:
+        return None, "it is a symlink" if os.path.islink(path) else (
+            f"it cannot be read ({e.strerror})")
+    with os.fdopen(fd, "rb") as fh:
+        why = _untrusted(os.fstat(fd), "it", stat.S_IFREG)
+        if why is not None:
+            return None, why
+        data = fh.read(MAX_DISCOVERY_BYTES + 1)
+    if len(data) > MAX_DISCOVERY_BYTES:
+        return None, f"it is larger than {MAX_DISCOVERY_BYTES} bytes"
+    return data, None
+
+
+_said: set[str] = set()
+
+
+def _skip(message: str, skipped: list[str] | None) -> None:
+    if skipped is not None:
+        skipped.append(message)
+    elif message not in _said:  # once per process: discovery runs every poll
+        _said.add(message)
+        print(f"inspect-watch: {message}", file=sys.stderr, flush=True)
+
+
+def list_servers(directory: Path | None = None,
+                 skipped: list[str] | None = None) -> list[ControlServer]:
+    """Alive control servers, most recently started first.
+
+    Files (or sockets) that are not the current user's alone are left out, each with a
+    message: appended to ``skipped`` if given, else said once on stderr.
+    """
     directory = directory or discovery_dir()
     found: list[ControlServer] = []
     try:
@@ -67,13 +125,27 @@ def list_servers(directory: Path | None = None) -> list[ControlServer]:
     except OSError:
         return []
     for path in entries:
+        raw, why = _read_discovery(path)
+        if raw is None:
+            if why is not None:
+                _skip(f"skipping control discovery file {path}: {why}", skipped)
+            continue
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(raw)
             pid = int(data["pid"])
             sock = Path(str(data["socket_path"]))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             continue
         if not pid_alive(pid):
+            continue
+        try:
+            why = _untrusted(sock.lstat(), f"its socket {sock}", stat.S_IFSOCK)
+        except FileNotFoundError:
+            why = None  # nothing to connect to: the source finds the process gone
+        except OSError as e:
+            why = f"its socket {sock} cannot be checked ({e.strerror})"
+        if why is not None:
+            _skip(f"skipping control discovery file {path}: {why}", skipped)
             continue
         try:
             api_version = int(data.get("api_version", 0))

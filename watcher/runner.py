@@ -18,7 +18,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from watcher.engine import Engine, RunContext, SampleStatus
@@ -32,10 +32,10 @@ from watcher.sources.base import (
     SourceError,
     TaskInfo,
 )
-from watcher.state import WatchState
+from watcher.state import SampleDone, WatchState
 from watcher.stream import SampleStream, StreamItem
 
-Output = Finding | Notice
+Output = Finding | Notice | SampleDone
 
 # How long a live source whose tasks are all done is kept: a kept-alive process idles
 # (it may be given more work, but a watch without --follow should end); a normal one
@@ -316,7 +316,7 @@ class TaskWatcher:
             # a retry; the failed attempt may already have read as done (its terminal
             # source), so a finished stream re-opens for the new attempt
             if stream.done:
-                self.state.finished.discard(skey)
+                self.emit(SampleDone(skey, reopened=True))
             self._new_attempt(key, stream, row.attempt)
         elif stream.done and key not in self.watches:
             return  # finished and closed: its rows have nothing more to say
@@ -380,7 +380,8 @@ class TaskWatcher:
     def _finish(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
         stream.done = True
         self._findings(self.watches[key].finalize(now))
-        self.state.finished.add(WatchState.sample_key(self.task.eval_id, *key))
+        # behind its findings on the queue: the state marks it finished after them
+        self.emit(SampleDone(WatchState.sample_key(self.task.eval_id, *key)))
         row = self.rows.get(key)
         if row is not None and row.terminal:  # else its final row is still to come
             self._close(key)
@@ -609,8 +610,11 @@ class Runner:
         self.watchers: dict[str, SourceWatcher] = {}
         self.threads: dict[str, threading.Thread] = {}
 
-    def add(self, key: str, source: Source, label: str) -> SourceWatcher:
-        sw = SourceWatcher(source, self.engine, self.opts, self.state, self.queue.put, label)
+    def add(self, key: str, source: Source, label: str, *, once: bool = False) -> SourceWatcher:
+        """Watch ``source`` on its own thread (``once``: read what it holds, then stop,
+        whatever the watch's own options)."""
+        opts = replace(self.opts, once=True) if once else self.opts
+        sw = SourceWatcher(source, self.engine, opts, self.state, self.queue.put, label)
         self.watchers[key] = sw
         thread = threading.Thread(target=sw.run, args=(self.stop,), name=f"watch-{key}",
                                   daemon=True)

@@ -132,6 +132,37 @@ def clean_text(
     return s
 
 
+@lru_cache(maxsize=1)
+def _visible_table() -> dict[int, str | None]:
+    """Like :func:`_translate_table`, but nothing vanishes: every control or invisible code
+    point becomes a visible symbol (``␛``, ``␊``) or its ``<U+202E>`` name."""
+    table: dict[int, str | None] = {}
+    for c, to in _translate_table().items():
+        if c < 0x20:
+            table[c] = chr(0x2400 + c)  # newline and tab too: one line, nothing hidden
+        elif to is None or 0x80 <= c < 0xA0 or c in (0x2028, 0x2029):
+            table[c] = f"<U+{c:04X}>"
+        else:
+            table[c] = to
+    return table
+
+
+def visible_text(s: object, max_len: int = 200) -> str:
+    """One line in which every character of ``s`` can be seen: for names and ids.
+
+    :func:`clean_text` removes escape sequences whole, which suits prose; but an id such
+    as ``ESC[31mrepeatESC[0m`` cleaned that way reads ``repeat``, the id of another
+    sample. Here each control character is shown (``␛[31mrepeat␛[0m``) and each
+    invisible one named (``<U+202E>``), so nothing can reach the terminal, and a name
+    that is not what it looks like does not look plain.
+    """
+    if s is None:
+        return ""
+    text = s if isinstance(s, str) else str(s)
+    shown = text[:max_len].translate(_visible_table())
+    return shown + (f"… [{len(text)} chars]" if len(text) > max_len else "")
+
+
 def neutralise_quotes(s: str) -> str:
     """Replace our quote delimiters so agent text cannot close its own quote."""
     return s.replace(QUOTE_OPEN, "‹").replace(QUOTE_CLOSE, "›")

@@ -6,6 +6,12 @@ replays), runs a :class:`~watcher.runner.Runner`, and on the caller's thread
 decides what reaches the reporters — new findings, escalations and ended
 episodes at or above ``min_confidence`` that the state has not seen — and keeps
 the state file and the ``--fail-on`` verdict.
+
+The state is saved as the watch goes, each time *before* the findings it marks
+reported are written: a watcher killed outright (SIGKILL, the OOM killer) never
+reports a finding twice when resumed, at the price that findings it was writing at
+that instant may never be reported (at most once). Every other end (a signal, a
+closed pipe, a full disk) reports each finding exactly once.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ from watcher.reporters.base import (
     TaskStatus,
     TaskSummary,
 )
-from watcher.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector
+from watcher.runner import PROCESS_EXIT_GRACE, Output, Runner, RunOptions, Selector
 from watcher.sources.base import TaskInfo
-from watcher.state import WatchState
+from watcher.state import Reported, SampleDone, WatchState
 
 EXIT_OK = 0
 EXIT_FAIL_ON = 1
@@ -39,6 +45,12 @@ EXIT_BAD_INPUT = 2
 EXIT_SOURCE = 3
 EXIT_INTERRUPTED = 130
 EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a program its pipe ended
+
+# At most this share of a watch's time goes to saving its state: a save costs time in
+# proportion to the state's size, so the next one waits (1/share - 1) times as long as
+# the last took, and the findings routed meanwhile wait with it (milliseconds for a
+# state of thousands of findings).
+STATE_SAVE_SHARE = 0.1
 
 
 class Sink(Protocol):
@@ -75,6 +87,7 @@ class WatchResult:
     watchers: int = 0
     output_closed: bool = False
     write_error: str | None = None
+    state_error: str | None = None
 
 
 class Watch:
@@ -95,11 +108,22 @@ class Watch:
         self._interrupted = False
         self.output_closed = False  # a reporter's reader went away (``| head``)
         self.write_error: str | None = None  # a reporter could not write (a full disk)
+        self.state_error: str | None = None  # the state file could not be saved
         self._known_pids: set[int] = set()
         self.started_at = time.time()
         # findings read from logs or recordings are about runs that are over
         self.live = not (config.log_dir or config.replay)
         self._merged: RunSummary | None = None  # a parallel scan's workers' summaries
+        # routed, not yet written: each finding with what the state held for it before it
+        # was marked reported (None: nothing), or _UNMARKED; written after the next save
+        self._pending: list[tuple[Finding | Notice, Reported | None | object]] = []
+        self._dirty = False  # the state changed since it was last saved
+        self._next_save = 0.0  # time.monotonic() before which no save starts
+        # runner keys of sources reading the logs of evals that exited since the last
+        # watch (see _resume_exited), and those evals' ids
+        self._resumed: dict[str, list[str]] = {}
+        self._resumed_evals: set[str] = set()
+        self._skipped: set[str] = set()  # discovery files said to be skipped
 
     # -- sources -----------------------------------------------------------
 
@@ -122,9 +146,20 @@ class Watch:
             return True
         return False
 
+    def _servers(self) -> list[Any]:
+        """The alive control servers; a discovery file skipped as not the user's alone is
+        said once, as a ``discovery`` notice."""
+        skipped: list[str] = []
+        servers = list_servers(skipped=skipped)
+        for message in skipped:
+            if message not in self._skipped:
+                self._skipped.add(message)
+                self._notice("discovery", message)
+        return servers
+
     def _discover(self) -> None:
         """Add a watcher for every control server not seen before."""
-        for server in list_servers():
+        for server in self._servers():
             if server.pid in self._known_pids:
                 continue
             self._known_pids.add(server.pid)
@@ -148,17 +183,77 @@ class Watch:
 
     # -- routing -------------------------------------------------------------
 
+    def _resume_exited(self) -> None:
+        """Read, from their logs, the live tasks an earlier watch left unfinished whose eval
+        has exited since (``watch --once`` called while an eval ran, then after it ended):
+        their open findings end, and what happened after that watch is reported."""
+        from watcher.sources.logs import LogSource
+
+        alive = {s.pid for s in self._servers()}
+        sel = self.config.selector
+        by_log: dict[str, list[str]] = {}
+        for eval_id, entry in self.state.open_evals.items():
+            log, pid = entry.get("log"), entry.get("pid")
+            info = TaskInfo(eval_id=eval_id, task=str(entry.get("task") or ""),
+                            task_id=str(entry.get("task_id") or ""), model="")
+            if not log or (isinstance(pid, int) and pid in alive) or not sel.task_matches(info):
+                continue
+            by_log.setdefault(str(log), []).append(eval_id)
+        for i, (log, eval_ids) in enumerate(sorted(by_log.items())):
+            key = f"exited{i}"
+            self._resumed[key] = eval_ids
+            self._resumed_evals.update(eval_ids)
+            tasks = ", ".join(sorted({str(self.state.open_evals[e].get("task"))
+                                      for e in eval_ids}))
+            self._notice("process_exited", f"the eval of task {tasks} exited since the last "
+                         f"watch; reading the rest of it from its log {log}")
+            self.runner.add(key, LogSource(log), f"log {log}", once=True)
+
+    def _open_evals(self) -> dict[str, dict[str, Any]]:
+        """What the state remembers of live tasks not read to their end: the earlier
+        entries, less those read to their end (live, or from the log) in this watch."""
+        out = dict(self.state.open_evals)
+        for key, sw in list(self.runner.watchers.items()):
+            if key in self._resumed:
+                if sw.finished:  # the log is all there is: read once (or said unreadable)
+                    for eval_id in self._resumed[key]:
+                        out.pop(eval_id, None)
+                continue
+            if not self.live:
+                continue
+            for tw in list(sw.tasks.values()):
+                t = tw.task
+                if t.finished and t.eval_id and all(s.done for s in list(tw.streams.values())):
+                    out.pop(t.eval_id, None)
+                elif t.log_location:
+                    out[t.eval_id] = {"log": t.log_location, "pid": t.pid, "task": t.task,
+                                      "task_id": t.task_id}
+        return out
+
+    # -- routing -------------------------------------------------------------
+
     def _notice(self, kind: str, message: str) -> None:
         self._route(Notice(kind=kind, message=message, at=time.time()))
 
-    def _route(self, item: Finding | Notice) -> None:
+    def _route(self, item: Output) -> None:
+        """Decide what ``item`` means for the state and the reporters; what is to be
+        written waits in ``_pending`` for :meth:`_flush`, in order."""
+        if isinstance(item, SampleDone):
+            if not self.output_failed:  # else its findings may not all have been written
+                if item.reopened:
+                    self.state.finished.discard(item.key)
+                else:
+                    self.state.finished.add(item.key)
+                self._dirty = True
+            return
         if isinstance(item, Notice):
             self.notices.append(item)
-            self._send("notice", item)
+            self._pending.append((item, _UNMARKED))
             return
         # the hand-off names what a person can do (cancel commands, kill -INT PID) for
         # every reporter, JSONL included, so an agent reading findings gets them too
-        item = replace(item, handoff=finding_handoff(item, live=self.live))
+        live = self.live and item.sample.eval_id not in self._resumed_evals
+        item = replace(item, handoff=finding_handoff(item, live=live))
         self.findings[item.id] = item
         if confidence_rank(item.confidence) < confidence_rank(self.config.min_confidence):
             return
@@ -168,10 +263,59 @@ class Watch:
             self.config.fail_on
         ):
             self.failed = True
-        if self._send("finding", item):
-            # only what every reporter took is reported: one a closed pipe refused is
-            # reported again by the next run with the same --state
-            self.state.mark_reported(item)
+        if self.output_failed:
+            self._pending.append((item, _UNMARKED))  # to the reporters left; not marked
+            return
+        # marked now (a later snapshot of the same finding is judged against it), saved
+        # before it is written (see _flush), unmarked if a reporter refuses it
+        self._pending.append((item, self.state.reported.get(item.id)))
+        self.state.mark_reported(item)
+        self._dirty = True
+
+    def _flush(self, force: bool = False) -> None:
+        """Save the state if it changed, then write what was routed since.
+
+        Saves are throttled (:data:`STATE_SAVE_SHARE`) unless ``force``: until the next
+        save is due, what was routed waits. A finding a reporter refused (a closed pipe,
+        a full disk) is unmarked again, so the next run with this state reports it.
+        """
+        if self._dirty:
+            started = time.monotonic()
+            if not force and started < self._next_save:
+                return
+            self._save()
+            took = time.monotonic() - started
+            self._next_save = started + took / STATE_SAVE_SHARE
+        pending, self._pending = self._pending, []
+        refused: list[tuple[Finding, Reported | None]] = []
+        for item, prior in pending:
+            if isinstance(item, Notice):
+                self._send("notice", item)
+                continue
+            # a finding the state could not remember is not written: the next run has it
+            if self.state_error is not None or not self._send("finding", item):
+                if prior is not _UNMARKED:
+                    refused.append((item, prior if isinstance(prior, Reported) else None))
+        for f, before in reversed(refused):  # one finding twice in a batch: undo in turn
+            if before is None:
+                self.state.reported.pop(f.id, None)
+            else:
+                self.state.reported[f.id] = before
+            self._dirty = True
+
+    def _save(self) -> None:
+        """Save the state. A save that fails stops the watch: what the state cannot
+        remember must not be reported (the watch says why at the end)."""
+        self._dirty = False
+        if self.state.path is None or self.state_error is not None:
+            return
+        if self.live or self._resumed:
+            self.state.open_evals = self._open_evals()
+        try:
+            self.state.save()
+        except OSError as e:
+            self.state_error = f"{self.state.path}: {e.strerror or e}"
+            self._interrupted = True
 
     def _send(self, method: str, what: Finding | Notice | StatusSnapshot) -> bool:
         """Call ``method`` with ``what`` on every reporter; False if one could not take it.
@@ -253,6 +397,8 @@ class Watch:
         static = self._add_static_sources()
         if not static:
             self._discover()
+        if self.live and cfg.shard is None and self.state.open_evals:
+            self._resume_exited()
         deadline = time.time() + self.config.wait_for_evals
         # a parallel scan's worker leaves signals to its parent (see _worker_signals)
         previous = _install_sigterm(self.request_stop) if cfg.shard is None else None
@@ -263,6 +409,7 @@ class Watch:
             while True:
                 for item in self.runner.drain(timeout=min(0.2, self.config.poll)):
                     self._route(item)
+                self._flush()
                 now = time.time()
                 if not static and not self.config.once and now - last_discover >= self.config.poll:
                     last_discover = now
@@ -295,6 +442,7 @@ class Watch:
                 self._route(item)
             if not self._interrupted:
                 self._say_if_nothing_matched()
+            self._flush(force=True)
             if self.output_failed:
                 # findings of samples read in this run may not have been written: the
                 # next run reads those samples again (what was written is not repeated)
@@ -303,7 +451,7 @@ class Watch:
                 self.state.task_as_of.update(
                     {tw.task.eval_id: tw.as_of for sw in self.runner.watchers.values()
                      for tw in sw.tasks.values() if tw.as_of is not None})
-            self.state.save()
+            self._save()
         return self._result(len(self.runner.watchers))
 
     def request_stop(self) -> None:
@@ -346,10 +494,10 @@ class Watch:
             code = EXIT_SOURCE  # nothing could be read: not a clean scan
         if self._interrupted and not self.failed:
             code = EXIT_OUTPUT_CLOSED if self.output_closed else EXIT_INTERRUPTED
-        if self.write_error is not None:
+        if self.write_error is not None or self.state_error is not None:
             code = EXIT_SOURCE  # findings could not be written: not a run to trust
         return WatchResult(code, self.findings, self.notices, self._interrupted, watchers,
-                           self.output_closed, self.write_error)
+                           self.output_closed, self.write_error, self.state_error)
 
     # -- parallel post-hoc scans -----------------------------------------------------
 
@@ -396,6 +544,7 @@ class Watch:
                         continue  # every worker reads every listing: say it once
                     seen_notices.add((item.kind, item.message))
                 self._route(item)
+            self._flush(force=True)
             for t in summary.tasks:
                 tasks.setdefault(t.eval_id, t)
             for smp in summary.samples:
@@ -405,7 +554,7 @@ class Watch:
         self._merged = RunSummary(tasks=tuple(tasks.values()), samples=tuple(samples.values()),
                                   findings=(), notices=(), log_dirs=(), log_files=(),
                                   started_at=self.started_at, ended_at=time.time())
-        self.state.save()
+        self._save()
         return self._result(jobs)
 
 
@@ -428,6 +577,8 @@ class _Collect:
 # (engine, config, state) for forked workers: set just before the fork, so nothing that
 # cannot be pickled (compiled rules) has to cross a process boundary
 _FORKED: tuple[Engine, WatchConfig, WatchState] | None = None
+
+_UNMARKED = object()  # a pending item the state did not mark reported
 
 
 def _shard_worker(k: int) -> bytes:

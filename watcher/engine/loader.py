@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from watcher.engine.errors import (
     WrongTypeError,
 )
 from watcher.engine.model import ExceptionSpec, Rule, parse_exception, parse_rule
-from watcher.engine.yamlsrc import Doc, load_docs
+from watcher.engine.yamlsrc import MAX_FILE_BYTES, Doc, load_docs
 from watcher.events import TIERS, tier_rank
 
 RULE_SUFFIXES = (".yaml", ".yml")
@@ -86,8 +87,21 @@ def rule_files(path: Path) -> list[Path]:
 
 
 def _read(path: Path, errors: list[RuleError]) -> str | None:
+    """The file's text, read no further than the size cap.
+
+    Only regular files: ``--rules /dev/zero`` used to be read to the end (24 GB before the
+    OOM killer) and a FIFO blocked the watch before it started. The cap is checked by
+    :func:`load_docs` (W116); reading one character past it is enough to tell.
+    """
     try:
-        return path.read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO without a writer would wait for one
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with open(fd, encoding="utf-8") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                errors.append(FileError("not a regular file (a device, FIFO or socket)",
+                                        file=str(path), hint="rule files are YAML files"))
+                return None
+            return fh.read(MAX_FILE_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
         errors.append(FileError(f"cannot read rule file: {exc}", file=str(path),
                                 hint="check the path given to --rules"))

@@ -10,7 +10,7 @@ from typing import Any
 
 from watcher.findings import Finding
 from watcher.handoff import HANDOFF_MARKER, detect_sample_cancel, handoff_text
-from watcher.sanitize import clean_text, neutralise_quotes
+from watcher.sanitize import clean_text, neutralise_quotes, visible_text
 
 BADGES = {"high": "HIGH", "medium": "MEDIUM", "low": "LOW"}
 
@@ -128,8 +128,12 @@ _PLAIN_ID = re.compile(r"[\w.:/@+-]{1,200}")
 
 
 def fmt_id(v: object) -> str:
-    """A name or id as is when plain, else «quoted» so spaces and ';' cannot blur the line."""
-    text = one(v)
+    """A name or id as is when plain, else «quoted» so spaces and ';' cannot blur the line.
+
+    Controls are shown, not removed (:func:`~watcher.sanitize.visible_text`): an id full
+    of escape sequences, cleaned like prose, read as a bare plain id.
+    """
+    text = visible_text(v)
     if _PLAIN_ID.fullmatch(text) and not text.startswith("-"):
         return text
     return f"«{neutralise_quotes(text)}»"

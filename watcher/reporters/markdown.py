@@ -15,6 +15,7 @@ import sys
 from dataclasses import replace
 from typing import TextIO
 
+from watcher.files import write_file
 from watcher.findings import Finding, Notice
 from watcher.handoff import view_command, view_dir_command
 from watcher.reporters._format import (
@@ -232,10 +233,9 @@ class MarkdownReporter(Reporter):
     def stop(self, summary: RunSummary | None = None) -> None:
         text = self.render(self.build_summary(summary))
         if self.path is not None:
-            tmp = f"{self.path}.tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, self.path)  # never leave a half-written report behind
+            # atomic for a regular file (never a half-written report), written through
+            # to a symlink, a device or a FIFO
+            write_file(self.path, text)
         else:
             stream = self.stream if self.stream is not None else sys.stdout
             stream.write(text)

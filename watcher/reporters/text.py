@@ -31,7 +31,7 @@ from watcher.reporters._format import (
     where,
 )
 from watcher.reporters.base import Reporter, RunContext, RunSummary, StatusSnapshot
-from watcher.sanitize import clean_text, quote_agent_text
+from watcher.sanitize import clean_text, quote_agent_text, visible_text
 
 RESET = "\x1b[0m"
 STYLES = {
@@ -62,6 +62,21 @@ def _isatty(stream: TextIO) -> bool:
 
 def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + ln for ln in text.split("\n"))
+
+
+def fit_cells(line: str, width: int) -> str:
+    """``line`` cut to ``width`` terminal cells, with "…" when cut.
+
+    Cells, not characters: a double-width character (CJK, most emoji) takes two, so a
+    line of ``width`` of them wraps onto a second row, and the status area, redrawn by
+    moving the cursor up one row per line, left its stale rows on screen.
+    """
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(line) <= width:
+        return line
+    # (a wide character cut in half becomes a space: drop it with any trailing ones)
+    return set_cell_size(line, width - 1).rstrip(" ") + "…"
 
 
 class TextReporter(Reporter):
@@ -136,8 +151,7 @@ class TextReporter(Reporter):
         if not self.tty or self.quiet or self._last_status is None:
             return ""
         width = max(20, self._term_width() - 1)
-        lines = [ln if len(ln) <= width else ln[: width - 1] + "…"
-                 for ln in self.status_lines(self._last_status)]
+        lines = [fit_cells(ln, width) for ln in self.status_lines(self._last_status)]
         self._status_drawn = len(lines)
         head, *rest = lines
         return "".join([self._style("dim", head) + "\n", *(ln + "\n" for ln in rest)])
@@ -163,7 +177,7 @@ class TextReporter(Reporter):
             of = f" of {t.total}" if t.total is not None else ""
             state = "  finished" if t.finished else ""
             lines.append(
-                f"  {one(t.task, 60)} ({one(t.model, 60)})"
+                f"  {visible_text(t.task, 60)} ({visible_text(t.model, 60)})"
                 f"  running {t.running}  done {t.done}{of}  errored {t.errored}{state}"
             )
         if not snap.tasks:
