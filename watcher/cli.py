@@ -150,7 +150,9 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               no_color: bool = False, summary_md: str | None = None,
               summary_html: str | None = None, full_evidence: bool = False,
               on_finding: str | None = None, wait_for_evals: float = 0.0,
-              extra_sinks: list[Any] | None = None, jobs: int = 1) -> int:
+              extra_sinks: list[Any] | None = None, jobs: int = 1,
+              on_finding_timeout: float | None = None, alert_queue: int | None = None,
+              alert_drain: float | None = None) -> int:
     """Run one watch with reporters; returns the exit code."""
     from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
     from watcher.reporters.remote import OutputError
@@ -167,15 +169,19 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     except OSError as e:
         click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
         return EXIT_BAD_INPUT
-    if on_finding:
-        from watcher.hooks import CommandHook
+    from watcher import alertqueue, hooks
 
-        sinks.append(CommandHook(on_finding))
+    queue_size = alert_queue if alert_queue is not None else alertqueue.QUEUE_SIZE
+    if on_finding:
+        sinks.append(hooks.CommandHook(on_finding, timeout=on_finding_timeout or hooks.TIMEOUT,
+                                       queue_size=queue_size))
     sinks += extra_sinks or []
     config = WatchConfig(transport=transport, log_dir=log_dir, replay=replay or [],
                          follow=follow, once=once, poll=poll, selector=selector,
                          min_confidence=min_confidence, fail_on=fail_on,
-                         wait_for_evals=wait_for_evals, jobs=jobs)
+                         wait_for_evals=wait_for_evals, jobs=jobs,
+                         alert_drain=alertqueue.DRAIN_SECONDS if alert_drain is None
+                         else alert_drain)
     watch = Watch(engine, config, state, sinks)
     context = RunContext(started_at=watch.started_at,
                          sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
@@ -246,7 +252,15 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               help="Write a self-contained HTML report here at the end.")
 @click.option("--full-evidence", is_flag=True, help="JSONL: evidence in full, not shortened.")
 @click.option("--on-finding", metavar="CMD", help="Run CMD for each new or escalated finding "
-              "with its JSON on stdin (time-limited; failures are reported, never fatal).")
+              "with its JSON on stdin, one at a time beside the watch (time-limited; "
+              "failures and drops are reported, never fatal).")
+@click.option("--on-finding-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
+              show_default=True, metavar="SECONDS", help="How long one run of CMD may take.")
+@click.option("--alert-queue", type=click.IntRange(min=1), default=100, show_default=True,
+              metavar="N", help="Findings waiting for --on-finding; beyond it "
+              "they are dropped, counted and reported.")
+@click.option("--alert-drain", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              metavar="SECONDS", help="At the end, how long to wait for queued alerts.")
 @click.option("--jobs", "-j", type=int, default=1, show_default=True,
               help="With --log-dir and --once: scan samples in this many processes "
               "(0: one per CPU).")
@@ -257,7 +271,8 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
           min_confidence: str, once: bool, state_path: str | None, transport: str,
           fail_on: str | None, follow: bool, quiet: bool, no_color: bool,
           summary_md: str | None, summary_html: str | None, full_evidence: bool,
-          on_finding: str | None, jobs: int) -> None:
+          on_finding: str | None, on_finding_timeout: float, alert_queue: int,
+          alert_drain: float, jobs: int) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
     import os
 
@@ -281,7 +296,8 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
                      once=once, state_path=state_path, transport=transport, fail_on=fail_on,
                      follow=follow, quiet=quiet, no_color=no_color, summary_md=summary_md,
                      summary_html=summary_html, full_evidence=full_evidence,
-                     on_finding=on_finding, jobs=jobs)
+                     on_finding=on_finding, jobs=jobs, on_finding_timeout=on_finding_timeout,
+                     alert_queue=alert_queue, alert_drain=alert_drain)
     sys.exit(code)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from watcher.alertqueue import DRAIN_SECONDS
 from watcher.discovery import list_servers
 from watcher.engine import Engine
 from watcher.findings import Finding, Notice, confidence_rank
@@ -64,6 +65,7 @@ class WatchConfig:
     exit_grace: float = PROCESS_EXIT_GRACE  # see RunOptions.exit_grace
     jobs: int = 1  # processes for a post-hoc scan (log_dir with once); see Watch.run
     shard: tuple[int, int] | None = None  # set in a parallel scan's workers
+    alert_drain: float = DRAIN_SECONDS  # seconds the end waits for queued alerts
 
 
 @dataclass
@@ -195,6 +197,23 @@ class Watch:
                 ok = False
         return ok
 
+    def _alert_notices(self) -> None:
+        """Route what the alert sinks (``--on-finding``, ``--notify``) have to say: drops,
+        failures. They run on their own threads, so they are asked, as sources are."""
+        for sink in list(self.sinks):
+            pop = getattr(sink, "pop_notices", None)
+            if pop is not None:
+                for n in pop():
+                    self._route(n)
+
+    def _drain_alerts(self) -> None:
+        """The watch is ending: give queued alerts a bounded time, then say what was lost."""
+        for sink in list(self.sinks):
+            drain = getattr(sink, "drain", None)
+            if drain is not None:
+                drain(self.config.alert_drain)
+        self._alert_notices()
+
     def status(self) -> StatusSnapshot:
         """A snapshot for the live status area."""
         tasks = []
@@ -263,6 +282,7 @@ class Watch:
             while True:
                 for item in self.runner.drain(timeout=min(0.2, self.config.poll)):
                     self._route(item)
+                self._alert_notices()
                 now = time.time()
                 if not static and not self.config.once and now - last_discover >= self.config.poll:
                     last_discover = now
@@ -295,6 +315,7 @@ class Watch:
                 self._route(item)
             if not self._interrupted:
                 self._say_if_nothing_matched()
+            self._drain_alerts()
             if self.output_failed:
                 # findings of samples read in this run may not have been written: the
                 # next run reads those samples again (what was written is not repeated)
@@ -402,6 +423,7 @@ class Watch:
                 samples.setdefault((smp.eval_id, smp.sample_id, smp.epoch), smp)
             if not self.output_failed:
                 self.state.finished.update(finished)  # else read them again next run
+        self._drain_alerts()
         self._merged = RunSummary(tasks=tuple(tasks.values()), samples=tuple(samples.values()),
                                   findings=(), notices=(), log_dirs=(), log_files=(),
                                   started_at=self.started_at, ended_at=time.time())
