@@ -151,8 +151,9 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               summary_html: str | None = None, full_evidence: bool = False,
               on_finding: str | None = None, wait_for_evals: float = 0.0,
               extra_sinks: list[Any] | None = None, jobs: int = 1,
-              on_finding_timeout: float | None = None, alert_queue: int | None = None,
-              alert_drain: float | None = None) -> int:
+              on_finding_timeout: float | None = None, notify: tuple[str, ...] = (),
+              notify_min_confidence: str | None = None, notify_rate: int | None = None,
+              alert_queue: int | None = None, alert_drain: float | None = None) -> int:
     """Run one watch with reporters; returns the exit code."""
     from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
     from watcher.reporters.remote import OutputError
@@ -172,6 +173,15 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     from watcher import alertqueue, hooks
 
     queue_size = alert_queue if alert_queue is not None else alertqueue.QUEUE_SIZE
+    if notify:
+        from watcher.notify import MIN_CONFIDENCE, PER_MINUTE, Notifier, NotifyError
+
+        try:
+            sinks.append(Notifier(notify, min_confidence=notify_min_confidence or MIN_CONFIDENCE,
+                                  per_minute=notify_rate or PER_MINUTE, queue_size=queue_size))
+        except NotifyError as e:
+            click.echo(f"inspect-watch: {e}", err=True)
+            return EXIT_BAD_INPUT
     if on_finding:
         sinks.append(hooks.CommandHook(on_finding, timeout=on_finding_timeout or hooks.TIMEOUT,
                                        queue_size=queue_size))
@@ -256,8 +266,16 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               "failures and drops are reported, never fatal).")
 @click.option("--on-finding-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
               show_default=True, metavar="SECONDS", help="How long one run of CMD may take.")
+@click.option("--notify", multiple=True, metavar="URL", help="Send findings to this Apprise "
+              "URL (repeatable): slack://…, msteams://…, discord://…, mailto://…, ntfy://…, "
+              "json://host/path … Needs pip install \"inspect-watch[notify]\".")
+@click.option("--notify-min-confidence", type=LEVELS, default="high", show_default=True,
+              help="Notify findings at or above this level (once per finding episode).")
+@click.option("--notify-rate", type=click.IntRange(min=1), default=5, show_default=True,
+              metavar="N", help="At most N notifications a minute; the rest go out as one "
+              "digest when the minute allows, or at the end.")
 @click.option("--alert-queue", type=click.IntRange(min=1), default=100, show_default=True,
-              metavar="N", help="Findings waiting for --on-finding; beyond it "
+              metavar="N", help="Findings waiting for --on-finding / --notify; beyond it "
               "they are dropped, counted and reported.")
 @click.option("--alert-drain", type=click.FloatRange(min=0), default=10.0, show_default=True,
               metavar="SECONDS", help="At the end, how long to wait for queued alerts.")
@@ -271,8 +289,9 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
           min_confidence: str, once: bool, state_path: str | None, transport: str,
           fail_on: str | None, follow: bool, quiet: bool, no_color: bool,
           summary_md: str | None, summary_html: str | None, full_evidence: bool,
-          on_finding: str | None, on_finding_timeout: float, alert_queue: int,
-          alert_drain: float, jobs: int) -> None:
+          on_finding: str | None, on_finding_timeout: float, notify: tuple[str, ...],
+          notify_min_confidence: str, notify_rate: int, alert_queue: int, alert_drain: float,
+          jobs: int) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
     import os
 
@@ -297,7 +316,8 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
                      follow=follow, quiet=quiet, no_color=no_color, summary_md=summary_md,
                      summary_html=summary_html, full_evidence=full_evidence,
                      on_finding=on_finding, jobs=jobs, on_finding_timeout=on_finding_timeout,
-                     alert_queue=alert_queue, alert_drain=alert_drain)
+                     notify=notify, notify_min_confidence=notify_min_confidence,
+                     notify_rate=notify_rate, alert_queue=alert_queue, alert_drain=alert_drain)
     sys.exit(code)
 
 
