@@ -153,7 +153,8 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               extra_sinks: list[Any] | None = None, jobs: int = 1,
               on_finding_timeout: float | None = None, notify: tuple[str, ...] = (),
               notify_min_confidence: str | None = None, notify_rate: int | None = None,
-              alert_queue: int | None = None, alert_drain: float | None = None) -> int:
+              alert_queue: int | None = None, alert_drain: float | None = None,
+              log_hints: bool = True) -> int:
     """Run one watch with reporters; returns the exit code."""
     from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
     from watcher.reporters.remote import OutputError
@@ -189,7 +190,7 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     config = WatchConfig(transport=transport, log_dir=log_dir, replay=replay or [],
                          follow=follow, once=once, poll=poll, selector=selector,
                          min_confidence=min_confidence, fail_on=fail_on,
-                         wait_for_evals=wait_for_evals, jobs=jobs,
+                         wait_for_evals=wait_for_evals, jobs=jobs, log_hints=log_hints,
                          alert_drain=alertqueue.DRAIN_SECONDS if alert_drain is None
                          else alert_drain)
     watch = Watch(engine, config, state, sinks)

@@ -66,6 +66,7 @@ class WatchConfig:
     jobs: int = 1  # processes for a post-hoc scan (log_dir with once); see Watch.run
     shard: tuple[int, int] | None = None  # set in a parallel scan's workers
     alert_drain: float = DRAIN_SECONDS  # seconds the end waits for queued alerts
+    log_hints: bool = True  # hand-offs name the log (not one that will be deleted: the demo's)
 
 
 @dataclass
@@ -160,7 +161,8 @@ class Watch:
             return
         # the hand-off names what a person can do (cancel commands, kill -INT PID) for
         # every reporter, JSONL included, so an agent reading findings gets them too
-        item = replace(item, handoff=finding_handoff(item, live=self.live))
+        item = replace(item, handoff=finding_handoff(item, live=self.live,
+                                                     log_hint=self.config.log_hints))
         self.findings[item.id] = item
         if confidence_rank(item.confidence) < confidence_rank(self.config.min_confidence):
             return
