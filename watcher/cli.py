@@ -416,8 +416,16 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
 @click.argument("files", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default="markdown")
 @click.option("--output", "-o", help="Write the report here (default: stdout).")
-def report(files: tuple[str, ...], fmt: str, output: str | None) -> None:
-    """Summarise findings JSONL files (several watchers or hosts merge into one)."""
+@click.option("--logs/--no-logs", "read_logs", default=True, show_default=True,
+              help="Read the header and sample summaries of the logs the findings name "
+              "(sample counts, scores, errored samples, outliers).")
+@click.option("--max-logs", type=click.IntRange(min=0), default=50, show_default=True,
+              metavar="N", help="Read at most N logs; the report says which were not read.")
+def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool,
+           max_logs: int) -> None:
+    """Summarise findings JSONL files (several watchers or hosts merge into one), with the
+    sample counts and scores of the logs they name."""
+    from watcher.logsummary import with_logs
     from watcher.reporters import REPORTERS, RunContext
     from watcher.reporters.jsonl import summary_from_jsonl
 
@@ -429,6 +437,7 @@ def report(files: tuple[str, ...], fmt: str, output: str | None) -> None:
         click.echo(f"inspect-watch report: cannot read {what}: "
                    f"{getattr(e, 'strerror', None) or f'{type(e).__name__}: {e}'}", err=True)
         sys.exit(3)
+    summary = with_logs(summary, read=read_logs, max_logs=max_logs)
     cls = REPORTERS[fmt]
     rep = cls(output) if output else cls(stream=sys.stdout)  # type: ignore[call-arg]
     rep.start(RunContext(sources=files, version=__version__))

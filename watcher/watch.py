@@ -252,6 +252,7 @@ class Watch:
                 tasks.append(TaskSummary(task=t.task, model=t.model, eval_id=t.eval_id,
                                          task_id=t.task_id, status=t.status,
                                          total_samples=t.counts.get("total"),
+                                         scores=dict(t.raw.get("scores") or {}),
                                          log_location=t.log_location))
                 for (sid, epoch), row in tw.rows.items():
                     samples.append(sample_summary(t, sid, epoch, row.raw))
