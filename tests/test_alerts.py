@@ -254,7 +254,7 @@ def test_notifier_once_per_episode_rate_limited_with_a_digest() -> None:
     n.finding(_fake(base, confidence="high", status="escalated", count=99))  # same episode
     n.finding(_fake(base, confidence="high", status="ended"))
     others = [_fake(base, id=f"id{i:014d}", confidence="high", sample=replace(
-        base.sample, sample_id=f"s{i}")) for i in range(4)]
+        base.sample, sample_id=f"s{i}")) for i in range(14)]
     for f in others:
         n.finding(f)
     deadline = time.time() + 10
@@ -263,11 +263,12 @@ def test_notifier_once_per_episode_rate_limited_with_a_digest() -> None:
     time.sleep(0.5)  # the worker has had its chance to send more: the limit says no
     assert [t for t, _, _ in sent] == [finding_title(crossed), finding_title(others[0])]
     assert "finding id " + base.id in sent[0][1]
-    now[0] += 61  # the minute allows: the held three go out as one digest
+    now[0] += 61  # the minute allows: the held 13 go out as one digest, the first 10 named
     while len(sent) < 3 and time.time() < deadline:
         time.sleep(0.02)
-    assert sent[2][0] == "inspect-watch: 3 more finding(s) held back by the rate limit"
-    assert all(f"id {f.id}" in sent[2][1] for f in others[1:])
+    assert sent[2][0] == "inspect-watch: 13 more finding(s) held back by the rate limit"
+    assert all(f"id {f.id}" in sent[2][1] for f in others[1:11])
+    assert f"id {others[11].id}" not in sent[2][1] and "- and 3 more" in sent[2][1]
     late = _fake(base, id="late0000000000000", confidence="high")
     n.finding(late)  # under the limit again (1 of 2 this minute)
     n.finding(_fake(late, id="late0000000000001"))  # over: held until the end

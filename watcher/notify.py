@@ -121,15 +121,17 @@ def digest_title(count: int) -> str:
     return f"inspect-watch: {count} more finding(s) held back by the rate limit"
 
 
-def digest_body(held: Sequence[Finding], per_minute: int) -> str:
+def digest_body(held: Sequence[Finding], per_minute: int, total: int | None = None) -> str:
+    """The held-back findings: the first :data:`DIGEST_LISTED` named, the rest counted."""
+    total = len(held) if total is None else total
     lines = [f"At most {per_minute} notification(s) a minute (--notify-rate): these "
-             f"{len(held)} finding(s) were not sent one by one."]
+             f"{total} finding(s) were not sent one by one."]
     for f in held[:DIGEST_LISTED]:
         s = f.sample
         lines.append(f"- {f.confidence.upper()} {_one(f.rule, 80)} · task {_one(s.task, 60)} · "
                      f"sample {_one(s.sample_id, 60)} · epoch {s.epoch} · id {_one(f.id, 20)}")
-    if len(held) > DIGEST_LISTED:
-        lines.append(f"- and {len(held) - DIGEST_LISTED} more (see the findings output)")
+    if total > DIGEST_LISTED:
+        lines.append(f"- and {total - DIGEST_LISTED} more (see the findings output)")
     body = _limit("\n".join(lines), BODY_MAX - len(FOOTER) - 2)
     return f"{body}\n\n{FOOTER}"
 
@@ -156,7 +158,8 @@ class Notifier:
         self._clock = clock
         self._episodes: set[str] = set()  # finding ids sent (or queued to be sent)
         self._recent: deque[float] = deque()  # when the last notifications went out
-        self._held: list[Finding] = []
+        self._held: list[Finding] = []  # the first DIGEST_LISTED held back ...
+        self._held_total = 0  # ... and how many in all (a long run must not keep them all)
         self._lock = threading.Lock()
         self.sent = 0
         self.digests = 0
@@ -198,7 +201,7 @@ class Notifier:
 
     def _held_count(self) -> int:
         with self._lock:
-            return len(self._held)
+            return self._held_total
 
     def _room(self) -> bool:
         now = self._clock()
@@ -208,8 +211,10 @@ class Notifier:
 
     def _deliver(self, f: Finding) -> None:
         with self._lock:
-            if self._held or not self._room():
-                self._held.append(f)  # behind the held ones: they all go out as a digest
+            if self._held_total or not self._room():
+                self._held_total += 1  # behind the held ones: they all go out as a digest
+                if len(self._held) < DIGEST_LISTED:
+                    self._held.append(f)
                 return
             self._recent.append(self._clock())
         ok = self._send(finding_title(f), finding_body(f),
@@ -220,11 +225,12 @@ class Notifier:
         """Send what the limit held back as one digest when the minute allows (or at the
         end of the watch, whatever the limit)."""
         with self._lock:
-            if not self._held or not (final or self._room()):
+            if not self._held_total or not (final or self._room()):
                 return
-            held, self._held = self._held, []
+            held, total, self._held, self._held_total = self._held, self._held_total, [], 0
             self._recent.append(self._clock())
-        ok = self._send(digest_title(len(held)), digest_body(held, self.per_minute), "warning")
+        ok = self._send(digest_title(total), digest_body(held, self.per_minute, total),
+                        "warning")
         self.digests += 1
         self._count(ok)
 
