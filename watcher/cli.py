@@ -166,23 +166,24 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     except StateError as e:
         click.echo(f"inspect-watch: {e}", err=True)
         return EXIT_BAD_INPUT
-    try:
-        sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence)
-    except OSError as e:
-        click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
-        return EXIT_BAD_INPUT
     from watcher import alertqueue, hooks
 
     queue_size = alert_queue if alert_queue is not None else alertqueue.QUEUE_SIZE
-    if notify:
+    alerts: list[Any] = []
+    if notify:  # before any output is opened: a usage error leaves nothing behind
         from watcher.notify import MIN_CONFIDENCE, PER_MINUTE, Notifier, NotifyError
 
         try:
-            sinks.append(Notifier(notify, min_confidence=notify_min_confidence or MIN_CONFIDENCE,
-                                  per_minute=notify_rate or PER_MINUTE, queue_size=queue_size))
+            alerts.append(Notifier(notify, min_confidence=notify_min_confidence or MIN_CONFIDENCE,
+                                   per_minute=notify_rate or PER_MINUTE, queue_size=queue_size))
         except NotifyError as e:
             click.echo(f"inspect-watch: {e}", err=True)
             return EXIT_BAD_INPUT
+    try:
+        sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence) + alerts
+    except OSError as e:
+        click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
+        return EXIT_BAD_INPUT
     if on_finding:
         sinks.append(hooks.CommandHook(on_finding, timeout=on_finding_timeout or hooks.TIMEOUT,
                                        queue_size=queue_size))
