@@ -35,26 +35,36 @@ def test_demo_watches_the_example_and_leaves_no_process(tmp_path: Path) -> None:
     out = res.stdout
     assert "[HIGH] Same tool call repeated" in out and "sample repeated-call" in out
     assert "Claims a final answer but never submits" in out and "sample submit-loop" in out
-    assert "sample clean" not in out  # the clean run is not flagged
+    assert "sample clean  epoch" not in out  # no finding block for the clean run ...
+    # ... and the demo says so, and why that is right
+    assert ("inspect-watch demo: no findings for sample clean: it ran two different commands "
+            "once each and submitted its answer, so no rule had anything to flag: that is the "
+            "right result.") in out
+    assert "no findings for sample repeated-call" not in out
     assert "only observes" in out
-    assert list((tmp_path / "logs").glob("*.eval"))
+    [log] = (tmp_path / "logs").glob("*.eval")
+    # the log it keeps is the one the hand-offs name
+    assert f"Log: {log} (open with: inspect view --log-dir {tmp_path / 'logs'})" in out
     time.sleep(0.5)
     assert _demo_processes() == []
 
 
 def test_demo_with_a_long_tmpdir_and_without_keep_logs(tmp_path: Path) -> None:
     """A TMPDIR as long as macOS's once put the eval's control socket past the AF_UNIX
-    path limit (the eval did not start). And without --keep-logs the log the findings name
-    is removed at the end: the demo says so rather than leave a dangling path."""
+    path limit (the eval did not start). And without --keep-logs the log is removed at the
+    end: the findings' hand-offs do not name it (they said "open with inspect view" for a
+    file the demo then deleted), and the demo says where it went."""
     tmpdir = tmp_path / ("t" * 60)
     tmpdir.mkdir()
     res = cli("demo", "--no-color", env={"XDG_DATA_HOME": str(tmp_path / "data"),
                                          "TMPDIR": str(tmpdir)})
     assert res.returncode == 0, res.stdout + res.stderr
+    assert "[HIGH] Same tool call repeated" in res.stdout  # the findings are all there ...
+    assert "Log: " not in res.stdout and "inspect view" not in res.stdout  # ... no log named
+    assert str(tmpdir) not in res.stdout
+    assert ("its log goes to a temporary directory, removed at the end (--keep-logs DIR keeps "
+            "it)") in res.stdout
     assert "now removed (--keep-logs DIR keeps it)" in res.stdout
-    logs = [line.split("Log: ")[1].split(" ")[0] for line in res.stdout.splitlines()
-            if "Log: " in line]
-    assert logs and not any(Path(p).exists() for p in logs)
 
 
 def test_demo_in_the_background_stops_its_eval_gracefully(tmp_path: Path) -> None:

@@ -430,7 +430,10 @@ def test_markdown_from_jsonl_only(tmp_path: Path) -> None:
     r.stop()
     text = render_markdown(summary_from_jsonl([path]))
     assert "## Findings (3)" in text and "## Notices (2)" in text
-    assert "| demo | mockllm/model | ? |" in text  # task known only from findings
+    # a task known only from findings: nothing about its samples is claimed, and why is said
+    assert "| demo | mockllm/model | ? | ? | ? | ? | ? |" in text
+    assert "known only from findings, which hold no sample counts or scores" in text
+    assert text.count("Not known: no sample data was read (see Tasks).") == 2
 
 
 def test_markdown_reporter_writes_file_with_live_findings(tmp_path: Path) -> None:

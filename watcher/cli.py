@@ -156,7 +156,11 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               no_color: bool = False, summary_md: str | None = None,
               summary_html: str | None = None, full_evidence: bool = False,
               on_finding: str | None = None, wait_for_evals: float = 0.0,
-              extra_sinks: list[Any] | None = None, jobs: int = 1) -> int:
+              extra_sinks: list[Any] | None = None, jobs: int = 1,
+              on_finding_timeout: float | None = None, notify: tuple[str, ...] = (),
+              notify_min_confidence: str | None = None, notify_rate: int | None = None,
+              alert_queue: int | None = None, alert_drain: float | None = None,
+              log_hints: bool = True) -> int:
     """Run one watch with reporters; returns the exit code."""
     from watcher.state import StateError, WatchState
     from watcher.watch import EXIT_BAD_INPUT
@@ -167,8 +171,24 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     except StateError as e:
         click.echo(f"inspect-watch: {e}", err=True)
         return EXIT_BAD_INPUT
+    from watcher import alertqueue, hooks
+
+    queue_size = alert_queue if alert_queue is not None else alertqueue.QUEUE_SIZE
+    alerts: list[Any] = []
+    if notify:  # before any output is opened: a usage error leaves nothing behind
+        from watcher.notify import MIN_CONFIDENCE, PER_MINUTE, Notifier, NotifyError
+
+        try:
+            alerts.append(Notifier(notify, min_confidence=notify_min_confidence or MIN_CONFIDENCE,
+                                   per_minute=notify_rate or PER_MINUTE, queue_size=queue_size))
+        except NotifyError as e:
+            click.echo(f"inspect-watch: {e}", err=True)
+            return EXIT_BAD_INPUT
+    if on_finding:
+        alerts.append(hooks.CommandHook(on_finding, timeout=on_finding_timeout or hooks.TIMEOUT,
+                                        queue_size=queue_size))
     try:
-        sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence)
+        sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence) + alerts
     except OSError as e:
         state.close()
         click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
@@ -178,8 +198,10 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
                           replay=replay, poll=poll, output=output,
                           min_confidence=min_confidence, once=once, transport=transport,
                           fail_on=fail_on, follow=follow, summary_md=summary_md,
-                          summary_html=summary_html, on_finding=on_finding,
-                          wait_for_evals=wait_for_evals, extra_sinks=extra_sinks, jobs=jobs)
+                          summary_html=summary_html, wait_for_evals=wait_for_evals,
+                          extra_sinks=extra_sinks, jobs=jobs, log_hints=log_hints,
+                          alert_drain=alertqueue.DRAIN_SECONDS if alert_drain is None
+                          else alert_drain)
     finally:
         state.close()
 
@@ -188,21 +210,18 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
                log_dir: str | None, replay: list[str] | None, poll: float, output: str | None,
                min_confidence: str, once: bool, transport: str, fail_on: str | None,
                follow: bool, summary_md: str | None, summary_html: str | None,
-               on_finding: str | None, wait_for_evals: float, extra_sinks: list[Any] | None,
-               jobs: int) -> int:
+               wait_for_evals: float, extra_sinks: list[Any] | None, jobs: int,
+               log_hints: bool, alert_drain: float) -> int:
     from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
     from watcher.reporters.remote import OutputError
     from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
 
-    if on_finding:
-        from watcher.hooks import CommandHook
-
-        sinks.append(CommandHook(on_finding))
     sinks += extra_sinks or []
     config = WatchConfig(transport=transport, log_dir=log_dir, replay=replay or [],
                          follow=follow, once=once, poll=poll, selector=selector,
                          min_confidence=min_confidence, fail_on=fail_on,
-                         wait_for_evals=wait_for_evals, jobs=jobs)
+                         wait_for_evals=wait_for_evals, jobs=jobs, log_hints=log_hints,
+                         alert_drain=alert_drain)
     watch = Watch(engine, config, state, sinks)
     context = RunContext(started_at=watch.started_at,
                          sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
@@ -280,7 +299,23 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
               help="Write a self-contained HTML report here at the end.")
 @click.option("--full-evidence", is_flag=True, help="JSONL: evidence in full, not shortened.")
 @click.option("--on-finding", metavar="CMD", help="Run CMD for each new or escalated finding "
-              "with its JSON on stdin (time-limited; failures are reported, never fatal).")
+              "with its JSON on stdin, one at a time beside the watch (time-limited; "
+              "failures and drops are reported, never fatal).")
+@click.option("--on-finding-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
+              show_default=True, metavar="SECONDS", help="How long one run of CMD may take.")
+@click.option("--notify", multiple=True, metavar="URL", help="Send findings to this Apprise "
+              "URL (repeatable): slack://…, msteams://…, discord://…, mailto://…, ntfy://…, "
+              "json://host/path … Needs pip install \"inspect-watch[notify]\".")
+@click.option("--notify-min-confidence", type=LEVELS, default="high", show_default=True,
+              help="Notify findings at or above this level (once per finding episode).")
+@click.option("--notify-rate", type=click.IntRange(min=1), default=5, show_default=True,
+              metavar="N", help="At most N notifications a minute; the rest go out as one "
+              "digest when the minute allows, or at the end.")
+@click.option("--alert-queue", type=click.IntRange(min=1), default=100, show_default=True,
+              metavar="N", help="Findings waiting for --on-finding / --notify; beyond it "
+              "they are dropped, counted and reported.")
+@click.option("--alert-drain", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              metavar="SECONDS", help="At the end, how long to wait for queued alerts.")
 @click.option("--jobs", "-j", type=int, default=1, show_default=True,
               help="With --log-dir and --once: scan samples in this many processes "
               "(0: one per CPU).")
@@ -291,7 +326,9 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
           min_confidence: str, once: bool, state_path: str | None, transport: str,
           fail_on: str | None, follow: bool, quiet: bool, no_color: bool,
           summary_md: str | None, summary_html: str | None, full_evidence: bool,
-          on_finding: str | None, jobs: int) -> None:
+          on_finding: str | None, on_finding_timeout: float, notify: tuple[str, ...],
+          notify_min_confidence: str, notify_rate: int, alert_queue: int, alert_drain: float,
+          jobs: int) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
     import os
 
@@ -315,7 +352,9 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
                      once=once, state_path=state_path, transport=transport, fail_on=fail_on,
                      follow=follow, quiet=quiet, no_color=no_color, summary_md=summary_md,
                      summary_html=summary_html, full_evidence=full_evidence,
-                     on_finding=on_finding, jobs=jobs)
+                     on_finding=on_finding, jobs=jobs, on_finding_timeout=on_finding_timeout,
+                     notify=notify, notify_min_confidence=notify_min_confidence,
+                     notify_rate=notify_rate, alert_queue=alert_queue, alert_drain=alert_drain)
     sys.exit(code)
 
 
@@ -416,8 +455,16 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
 @click.argument("files", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default="markdown")
 @click.option("--output", "-o", help="Write the report here (default: stdout).")
-def report(files: tuple[str, ...], fmt: str, output: str | None) -> None:
-    """Summarise findings JSONL files (several watchers or hosts merge into one)."""
+@click.option("--logs/--no-logs", "read_logs", default=True, show_default=True,
+              help="Read the header and sample summaries of the logs the findings name "
+              "(sample counts, scores, errored samples, outliers).")
+@click.option("--max-logs", type=click.IntRange(min=0), default=50, show_default=True,
+              metavar="N", help="Read at most N logs; the report says which were not read.")
+def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool,
+           max_logs: int) -> None:
+    """Summarise findings JSONL files (several watchers or hosts merge into one), with the
+    sample counts and scores of the logs they name."""
+    from watcher.logsummary import with_logs
     from watcher.reporters import REPORTERS, RunContext
     from watcher.reporters.jsonl import summary_from_jsonl
 
@@ -429,6 +476,7 @@ def report(files: tuple[str, ...], fmt: str, output: str | None) -> None:
         click.echo(f"inspect-watch report: cannot read {what}: "
                    f"{getattr(e, 'strerror', None) or f'{type(e).__name__}: {e}'}", err=True)
         sys.exit(3)
+    summary = with_logs(summary, read=read_logs, max_logs=max_logs)
     cls = REPORTERS[fmt]
     rep = cls(output) if output else cls(stream=sys.stdout)  # type: ignore[call-arg]
     rep.start(RunContext(sources=files, version=__version__))

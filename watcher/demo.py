@@ -5,6 +5,10 @@ The eval (``examples/demo_eval.py``, shipped in the wheel as
 network. It runs with a private discovery directory so the demo watches only
 its own eval, and the eval process is always stopped (SIGINT, then SIGKILL)
 before the demo returns.
+
+At the end it names the samples without findings and says why that is right (the clean
+sample did nothing a rule looks for). Without ``--keep-logs`` the eval's log goes to a
+temporary directory removed at the end, so the findings' hand-offs do not name it.
 """
 
 from __future__ import annotations
@@ -16,10 +20,61 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from watcher.resources import bundled_dir
+
+# what each of the demo eval's samples does, and so what the watch should say about it
+EXPECTED = {
+    "clean": (None, "it ran two different commands once each and submitted its answer, "
+              "so no rule had anything to flag: that is the right result"),
+    "repeated-call": ("repeated-tool-call", "it runs the same command five times"),
+    "submit-loop": ("submit-loop", "it claims a final answer four times before submitting"),
+}
+
+
+class _Summary:
+    """A sink that keeps the end-of-run summary, for the demo's closing words."""
+
+    def __init__(self) -> None:
+        self.summary: Any = None
+
+    def start(self, context: Any) -> None:
+        return None
+
+    def finding(self, f: Any) -> None:
+        return None
+
+    def notice(self, n: Any) -> None:
+        return None
+
+    def status(self, snapshot: Any) -> None:
+        return None
+
+    def stop(self, summary: Any = None) -> None:
+        self.summary = summary
+
+
+def clean_samples_report(summary: Any) -> list[str]:
+    """Lines naming each sample the watch found nothing in, and whether that is right."""
+    if summary is None:
+        return []
+    flagged: dict[str, set[str]] = {}
+    for f in summary.findings:
+        flagged.setdefault(f.sample.sample_id, set()).add(f.rule)
+    lines = []
+    for s in summary.samples:
+        rule, why = EXPECTED.get(s.sample_id, (None, "no rule matched what it did"))
+        if s.sample_id in flagged:
+            continue
+        if rule is None:
+            lines.append(f"inspect-watch demo: no findings for sample {s.sample_id}: {why}.")
+        else:
+            lines.append(f"inspect-watch demo: no findings for sample {s.sample_id}, but {why}: "
+                         f"the {rule} rule should have flagged it (please report this).")
+    return lines
 
 
 def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
@@ -37,6 +92,9 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
                "--log-dir", str(log_dir), "--display", "none"]
         click.echo("inspect-watch demo: starting the example eval "
                    "(scripted model, 3 samples: clean, repeated-call, submit-loop)")
+        if not keep_logs:
+            click.echo("inspect-watch demo: its log goes to a temporary directory, removed at "
+                       "the end (--keep-logs DIR keeps it)")
         out = open(Path(tmp) / "eval.out", "wb")  # noqa: SIM115 - closed below
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
@@ -48,13 +106,17 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
                 click.echo("inspect-watch demo: the example eval did not start:\n"
                            + (Path(tmp) / "eval.out").read_text()[-2000:], err=True)
                 return 3
-            code = run_watch(engine, selector=Selector(), poll=0.5, no_color=no_color)
+            ending = _Summary()
+            code = run_watch(engine, selector=Selector(), poll=0.5, no_color=no_color,
+                             extra_sinks=[ending], log_hints=bool(keep_logs))
             if code == EXIT_OUTPUT_CLOSED:  # `demo | head`: nobody reads on; stop the eval
                 return code
             if code == EXIT_INTERRUPTED:  # Ctrl+C or SIGTERM: stop the eval, do not await it
                 click.echo("inspect-watch demo: interrupted; stopping the example eval")
                 return code
             proc.wait(timeout=60)
+            for line in clean_samples_report(ending.summary):
+                click.echo(line)
             click.echo(f"inspect-watch demo: eval finished; logs in {log_dir}" if keep_logs
                        else "inspect-watch demo: eval finished; its log was in a temporary "
                        "directory, now removed (--keep-logs DIR keeps it)")

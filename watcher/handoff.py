@@ -65,17 +65,18 @@ def sample_cancel_command(f: Finding, *, dry_run: bool) -> str:
 
 
 def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
-                 live: bool = True) -> str:
+                 live: bool = True, log_hint: bool = True) -> str:
     """The human-facing "what now" for a finding; never claims the watcher acted.
 
     ``live=False`` (a finished run read from its logs) leaves out the ways to stop a
     sample: there is nothing running to stop, only a transcript to read.
+    ``log_hint=False`` does not name the log (one that will be deleted).
     """
     s = f.sample
     if not live:
         lines = [f"{HANDOFF_MARKER}: this was read from a finished run's log; "
                  "nothing was changed."]
-        if s.log_location:
+        if s.log_location and log_hint:
             where = shlex.quote(s.log_location)
             lines.append(f"Log: {where} (open with: {view_command(s.log_location)})")
         return "\n".join(lines)
@@ -96,7 +97,7 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
             f"  - stop the whole run, only if the user agrees: kill -INT {int(pid)}"
             " (the same graceful shutdown as Ctrl+C; never plain kill, SIGTERM or -9)."
         )
-    if s.log_location:
+    if s.log_location and log_hint:
         where = shlex.quote(s.log_location)
         lines.append(f"Log: {where} (open with: {view_command(s.log_location)})")
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from watcher.alertqueue import DRAIN_SECONDS
 from watcher.discovery import list_servers
 from watcher.engine import Engine
 from watcher.findings import Finding, Notice, confidence_rank
@@ -76,6 +77,8 @@ class WatchConfig:
     exit_grace: float = PROCESS_EXIT_GRACE  # see RunOptions.exit_grace
     jobs: int = 1  # processes for a post-hoc scan (log_dir with once); see Watch.run
     shard: tuple[int, int] | None = None  # set in a parallel scan's workers
+    alert_drain: float = DRAIN_SECONDS  # seconds the end waits for queued alerts
+    log_hints: bool = True  # hand-offs name the log (not one that will be deleted: the demo's)
 
 
 @dataclass
@@ -253,7 +256,8 @@ class Watch:
         # the hand-off names what a person can do (cancel commands, kill -INT PID) for
         # every reporter, JSONL included, so an agent reading findings gets them too
         live = self.live and item.sample.eval_id not in self._resumed_evals
-        item = replace(item, handoff=finding_handoff(item, live=live))
+        item = replace(item, handoff=finding_handoff(item, live=live,
+                                                     log_hint=self.config.log_hints))
         self.findings[item.id] = item
         if confidence_rank(item.confidence) < confidence_rank(self.config.min_confidence):
             return
@@ -339,6 +343,23 @@ class Watch:
                 ok = False
         return ok
 
+    def _alert_notices(self) -> None:
+        """Route what the alert sinks (``--on-finding``, ``--notify``) have to say: drops,
+        failures. They run on their own threads, so they are asked, as sources are."""
+        for sink in list(self.sinks):
+            pop = getattr(sink, "pop_notices", None)
+            if pop is not None:
+                for n in pop():
+                    self._route(n)
+
+    def _drain_alerts(self) -> None:
+        """The watch is ending: give queued alerts a bounded time, then say what was lost."""
+        for sink in list(self.sinks):
+            drain = getattr(sink, "drain", None)
+            if drain is not None:
+                drain(self.config.alert_drain)
+        self._alert_notices()
+
     def status(self) -> StatusSnapshot:
         """A snapshot for the live status area."""
         tasks = []
@@ -375,6 +396,7 @@ class Watch:
                 tasks.append(TaskSummary(task=t.task, model=t.model, eval_id=t.eval_id,
                                          task_id=t.task_id, status=t.status,
                                          total_samples=t.counts.get("total"),
+                                         scores=dict(t.raw.get("scores") or {}),
                                          log_location=t.log_location))
                 for (sid, epoch), row in tw.rows.items():
                     samples.append(sample_summary(t, sid, epoch, row.raw))
@@ -410,6 +432,7 @@ class Watch:
                 for item in self.runner.drain(timeout=min(0.2, self.config.poll)):
                     self._route(item)
                 self._flush()
+                self._alert_notices()
                 now = time.time()
                 if not static and not self.config.once and now - last_discover >= self.config.poll:
                     last_discover = now
@@ -443,6 +466,7 @@ class Watch:
             if not self._interrupted:
                 self._say_if_nothing_matched()
             self._flush(force=True)
+            self._drain_alerts()
             if self.output_failed:
                 # findings of samples read in this run may not have been written: the
                 # next run reads those samples again (what was written is not repeated)
@@ -551,6 +575,7 @@ class Watch:
                 samples.setdefault((smp.eval_id, smp.sample_id, smp.epoch), smp)
             if not self.output_failed:
                 self.state.finished.update(finished)  # else read them again next run
+        self._drain_alerts()
         self._merged = RunSummary(tasks=tuple(tasks.values()), samples=tuple(samples.values()),
                                   findings=(), notices=(), log_dirs=(), log_files=(),
                                   started_at=self.started_at, ended_at=time.time())

@@ -71,14 +71,21 @@ def multi(samples: int = 5, steps: int = 4) -> Task:
     )
 
 
+# what a hostile agent writes into a notification: escapes, bidi, a mention, markup, length
+HOSTILE_TAIL = (" \x1b]0;pwned\x07\x1b[2J\x1b[31mRED\x1b[0m \u202eevil\u202c @channel "
+                "<!here> <img src=x onerror=alert(1)> » fake end «\n## inspect-watch says: all "
+                "clear\n" + "filler " * 60)
+
+
 @task
-def loops() -> Task:
-    """A repeated call, a submit loop and a clean sample."""
+def loops(hostile: bool = False) -> Task:
+    """A repeated call, a submit loop and a clean sample (``hostile``: the submit loop's
+    claims end in :data:`HOSTILE_TAIL`)."""
+    claim = "My final answer is 42, submitting now." + (HOSTILE_TAIL if hostile else "")
     return Task(
         dataset=[
             sample("repeat", calls(*["cat /tmp/status"] * 5) + [SUBMIT]),
-            sample("submit-loop", [{"text": "My final answer is 42, submitting now."}] * 4
-                   + [SUBMIT]),
+            sample("submit-loop", [{"text": claim}] * 4 + [SUBMIT]),
             sample("clean", calls("ls", "cat notes.txt", "python solve.py") + [SUBMIT]),
         ],
         solver=react(tools=[shell()]), scorer=includes(), message_limit=60,

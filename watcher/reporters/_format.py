@@ -106,16 +106,18 @@ def fmt_facts(facts: Mapping[str, Any], limit: int = 8, value_len: int = 120) ->
     return ", ".join(parts)
 
 
-def finding_handoff(f: Finding, live: bool = True) -> str:
+def finding_handoff(f: Finding, live: bool = True, log_hint: bool = True) -> str:
     """The hand-off to print: the finding's own text plus the generated actions.
 
     Rules may carry their own advice in ``handoff``; the generated part (what the
     watcher did not do, and the cancel/interrupt commands) is appended unless
-    the text already contains it.
+    the text already contains it. ``log_hint=False`` leaves out where the log is (for a
+    log that will not be there to open: the demo's, without ``--keep-logs``).
     """
     if HANDOFF_MARKER in f.handoff:
         return f.handoff
-    generated = handoff_text(f, f.sample.pid, live and detect_sample_cancel(), live=live)
+    generated = handoff_text(f, f.sample.pid, live and detect_sample_cancel(), live=live,
+                             log_hint=log_hint)
     return f"{f.handoff.rstrip()}\n{generated}" if f.handoff.strip() else generated
 
 

@@ -87,7 +87,12 @@ class SampleSummary:
 
 @dataclass(frozen=True)
 class TaskSummary:
-    """One task+model at the end of the run; ``scores`` maps metric name to value."""
+    """One task+model at the end of the run; ``scores`` maps metric name to value.
+
+    ``unknown`` says, in plain words, why its samples and scores are not known (a task
+    known only from findings whose log was not read): reports then print ``?`` and the
+    reason, not zeros.
+    """
 
     task: str
     model: str
@@ -97,6 +102,11 @@ class TaskSummary:
     scores: dict[str, float] = field(default_factory=dict)
     total_samples: int | None = None
     log_location: str | None = None
+    unknown: str = ""
+
+
+FROM_FINDINGS_ONLY = ("known only from findings, which hold no sample counts or scores "
+                      "(`inspect-watch report` reads them from the log)")
 
 
 @dataclass(frozen=True)
@@ -125,7 +135,7 @@ class RunSummary:
             tasks.setdefault(
                 (s.task, s.model),
                 TaskSummary(task=s.task, model=s.model, eval_id=s.eval_id, task_id=s.task_id,
-                            log_location=s.log_location),
+                            log_location=s.log_location, unknown=FROM_FINDINGS_ONLY),
             )
             if s.log_location and s.log_location not in logs:
                 logs.append(s.log_location)
@@ -204,6 +214,40 @@ def find_outliers(
                 if v > floor and v > factor * med:
                     out.append(Outlier(s, metric, v, med))
     out.sort(key=lambda o: (o.sample.task, o.sample.model, o.metric, -o.value))
+    return out
+
+
+def task_samples(t: TaskSummary, samples: Iterable[SampleSummary]) -> list[SampleSummary]:
+    """The samples of task ``t``: by eval id when both know it (two runs of one task and
+    model are two rows), else by task and model."""
+    if t.eval_id:
+        return [s for s in samples if s.eval_id == t.eval_id
+                or not s.eval_id and (s.task, s.model) == (t.task, t.model)]
+    return [s for s in samples if (s.task, s.model) == (t.task, t.model)]
+
+
+def task_cells(t: TaskSummary, samples: Iterable[SampleSummary]) -> tuple[str, str, str, str]:
+    """The Samples, Succeeded, Errored and Retried cells of a task row: ``?`` when no sample
+    of the task is known (a zero would claim that none succeeded)."""
+    rows = task_samples(t, samples)
+    if not rows:
+        total = "?" if t.total_samples is None else f"? of {t.total_samples}"
+        return total, "?", "?", "?"
+    c = sample_counts(rows)
+    total = str(c["total"])
+    if t.total_samples is not None and t.total_samples != c["total"]:
+        total += f" of {t.total_samples}"
+    return total, str(c["success"]), str(c["error"]), str(c["retried"])
+
+
+def unknown_tasks(summary: RunSummary) -> list[tuple[TaskSummary, str]]:
+    """Tasks whose samples are not known, each with why (for "could not know" notes)."""
+    out = []
+    for t in summary.tasks:
+        if t.unknown:
+            out.append((t, t.unknown))
+        elif not task_samples(t, summary.samples):
+            out.append((t, "no sample of it was read"))
     return out
 
 

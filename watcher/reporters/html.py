@@ -30,7 +30,8 @@ from watcher.reporters.base import (
     by_confidence,
     find_outliers,
     fold_findings,
-    sample_counts,
+    task_cells,
+    unknown_tasks,
 )
 from watcher.reporters.markdown import MarkdownReporter
 from watcher.sanitize import UNTRUSTED_LABEL, html_text, quote_agent_text
@@ -162,6 +163,17 @@ def _notice_html(n: Notice) -> str:
     return text + "</li>"
 
 
+def _none_known(summary: RunSummary, none: str) -> str:
+    """``none`` when every task's samples were read; else what could not be known."""
+    unknown = unknown_tasks(summary)
+    if not unknown:
+        return escape(none)
+    if not summary.samples:
+        return "Not known: no sample data was read (see Tasks)."
+    names = ", ".join(_h(t.task, 100) for t, _ in unknown)
+    return f"None among the {len(summary.samples)} samples read; not known for {names}."
+
+
 def render_html(summary: RunSummary, *, title: str = "inspect-watch report") -> str:
     """The whole report as one HTML document (UTF-8, no external resources)."""
     findings = fold_findings(summary.findings)
@@ -179,18 +191,19 @@ def render_html(summary: RunSummary, *, title: str = "inspect-watch report") -> 
         body.append("<table><tr><th>Task</th><th>Model</th><th>Samples</th><th>Succeeded</th>"
                     "<th>Errored</th><th>Retried</th><th>Scores</th><th>Log</th></tr>")
         for t in summary.tasks:
-            rows = [s for s in summary.samples if (s.task, s.model) == (t.task, t.model)]
-            c = sample_counts(rows)
-            total = str(c["total"]) if rows else "?"
-            if t.total_samples is not None and t.total_samples != c["total"]:
-                total += f" of {t.total_samples}"
+            total, success, error, retried = task_cells(t, summary.samples)
             scores = ", ".join(f"{_h(k, 60)} {escape(fmt_number(v))}"
-                               for k, v in t.scores.items()) or "—"
+                               for k, v in t.scores.items()) or ("?" if t.unknown else "—")
             log = _code(t.log_location) if t.log_location else "—"
             body.append(f"<tr><td>{_h(t.task, 100)}</td><td>{_h(t.model, 100)}</td>"
-                        f"<td>{total}</td><td>{c['success']}</td><td>{c['error']}</td>"
-                        f"<td>{c['retried']}</td><td>{scores}</td><td>{log}</td></tr>")
+                        f"<td>{escape(total)}</td><td>{success}</td><td>{error}</td>"
+                        f"<td>{retried}</td><td>{scores}</td><td>{log}</td></tr>")
         body.append("</table>")
+        unknown = unknown_tasks(summary)
+        if unknown:
+            body.append("<p>Not known (<code>?</code>):</p><ul>" + "".join(
+                f"<li>{_h(t.task, 100)} ({_h(t.model, 100)}): {_h(why, 600)}</li>"
+                for t, why in unknown) + "</ul>")
     else:
         body.append("<p>No tasks known.</p>")
 
@@ -209,12 +222,13 @@ def render_html(summary: RunSummary, *, title: str = "inspect-watch report") -> 
                         f"{o.ratio:.1f}× the task median ({escape(med)})</li>")
         body.append("</ul>")
     else:
-        body.append("<p>None: no sample was far slower or heavier than the rest of its task.</p>")
+        none = "None: no sample was far slower or heavier than the rest of its task."
+        body.append(f"<p>{_none_known(summary, none)}</p>")
 
     body.append("<h2>Errored samples</h2>")
     errored = [s for s in summary.samples if s.status == "error" or s.retries or s.retry_errors]
     body.append("<ul>" + "".join(_sample_error_html(s) for s in errored) + "</ul>"
-                if errored else "<p>None.</p>")
+                if errored else f"<p>{_none_known(summary, 'None.')}</p>")
 
     body.append(f"<h2>Timeline ({len(findings)} findings)</h2>")
     body.append(_timeline(findings, summary))

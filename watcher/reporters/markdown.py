@@ -37,7 +37,8 @@ from watcher.reporters.base import (
     by_confidence,
     find_outliers,
     fold_findings,
-    sample_counts,
+    task_cells,
+    unknown_tasks,
 )
 from watcher.sanitize import (
     UNTRUSTED_LABEL,
@@ -127,23 +128,24 @@ def render_markdown(summary: RunSummary, *, title: str = "inspect-watch report")
         out += ["| Task | Model | Samples | Succeeded | Errored | Retried | Scores | Log |",
                 "|---|---|---|---|---|---|---|---|"]
         for t in summary.tasks:
-            rows = [s for s in summary.samples if (s.task, s.model) == (t.task, t.model)]
-            c = sample_counts(rows)
-            total = str(c["total"]) if rows else "?"
-            if t.total_samples is not None and t.total_samples != c["total"]:
-                total = f"{c['total']} of {t.total_samples}" if rows else f"? of {t.total_samples}"
-            scores = ", ".join(f"{E(k, 60)} {fmt_number(v)}" for k, v in t.scores.items()) or "—"
+            total, success, error, retried = task_cells(t, summary.samples)
+            scores = ", ".join(f"{E(k, 60)} {fmt_number(v)}" for k, v in t.scores.items()) or (
+                "?" if t.unknown else "—")
             log = C(t.log_location, 500) if t.log_location else "—"
-            out.append(f"| {E(t.task, 100)} | {E(t.model, 100)} | {total} | {c['success']} | "
-                       f"{c['error']} | {c['retried']} | {scores} | {log} |")
+            out.append(f"| {E(t.task, 100)} | {E(t.model, 100)} | {total} | {success} | "
+                       f"{error} | {retried} | {scores} | {log} |")
+        unknown = unknown_tasks(summary)
+        if unknown:
+            out += ["", "Not known (`?`):", ""]
+            out += [f"- {E(t.task, 100)} ({E(t.model, 100)}): {E(why, 600)}" for t, why in unknown]
     else:
         out.append("No tasks known.")
     out.append("")
 
     outliers = find_outliers(summary.samples)
     out += ["## Outliers", ""]
-    out += [_outlier_text(o) for o in outliers] or ["None: no sample was far slower or heavier "
-                                                    "than the rest of its task."]
+    out += [_outlier_text(o) for o in outliers] or [_none_known(
+        summary, "None: no sample was far slower or heavier than the rest of its task.")]
     out.append("")
 
     errored = [s for s in summary.samples if s.status == "error" or s.retries or s.retry_errors]
@@ -152,7 +154,7 @@ def render_markdown(summary: RunSummary, *, title: str = "inspect-watch report")
         for s in errored:
             out += _sample_error_lines(s)
     else:
-        out.append("None.")
+        out.append(_none_known(summary, "None."))
     out.append("")
 
     findings = fold_findings(summary.findings)
@@ -181,6 +183,17 @@ def render_markdown(summary: RunSummary, *, title: str = "inspect-watch report")
         out.append("None known.")
     out.append("")
     return "\n".join(out)
+
+
+def _none_known(summary: RunSummary, none: str) -> str:
+    """``none`` when every task's samples were read; else what could not be known."""
+    unknown = unknown_tasks(summary)
+    if not unknown:
+        return none
+    if not summary.samples:
+        return "Not known: no sample data was read (see Tasks)."
+    names = ", ".join(E(t.task, 100) for t, _ in unknown)
+    return f"None among the {len(summary.samples)} samples read; not known for {names}."
 
 
 def _notice_line(n: Notice) -> str:

@@ -610,8 +610,23 @@ def _task_info(log: Any, location: str) -> TaskInfo:
             "total_samples": results.total_samples if results else None,
             "completed_samples": results.completed_samples if results else None,
             "error": log.error.message if log.error else None,
+            "scores": _scores(results.scores if results else None),
         },
     )
+
+
+def _scores(scores: Any) -> dict[str, float]:
+    """The header's metrics as ``{name: value}`` (``scorer/name`` when there are several
+    scorers), from ``EvalScore`` objects or their stored JSON."""
+    scores = list(scores or [])
+    out: dict[str, float] = {}
+    for score in scores:
+        scorer = _get(score, "name") or _get(score, "scorer") or "score"
+        for name, metric in (_get(score, "metrics") or {}).items():
+            value = _get(metric, "value")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[f"{scorer}/{name}" if len(scores) > 1 else str(name)] = float(value)
+    return out
 
 
 def _zip_json(location: str, name: str) -> Any:
@@ -661,6 +676,7 @@ def _task_info_json(header: dict[str, Any], location: str) -> TaskInfo:
             "total_samples": results.get("total_samples") if results else None,
             "completed_samples": results.get("completed_samples") if results else None,
             "error": error.get("message") if error else None,
+            "scores": _scores(results.get("scores") if results else None),
         },
     )
 
