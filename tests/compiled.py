@@ -26,6 +26,7 @@ def source_digest() -> str:
     """A digest of everything that goes into the wheel."""
     h = hashlib.sha256()
     files = sorted([*ROOT.glob("watcher/**/*.py"), *ROOT.glob("watcher/**/*.c"),
+                    *ROOT.glob("inspect_watch/*.py"),
                     *ROOT.glob("rules/*"),
                     ROOT / "setup.py", ROOT / "pyproject.toml"])
     for f in files:
@@ -83,7 +84,8 @@ def _has_compiled_engine(site: Path) -> bool:
 
 def _same_sources(site: Path) -> bool:
     pkg = site / "watcher"
-    pairs = [(f, site / f.relative_to(ROOT)) for f in ROOT.glob("watcher/**/*.py")]
+    pairs = [(f, site / f.relative_to(ROOT))
+             for f in [*ROOT.glob("watcher/**/*.py"), *ROOT.glob("inspect_watch/*.py")]]
     pairs += [(f, pkg / "rules" / f.name) for f in ROOT.glob("rules/*") if f.is_file()]
     return all(theirs.is_file() and theirs.read_bytes() == mine.read_bytes()
                for mine, theirs in pairs)

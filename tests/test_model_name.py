@@ -1,7 +1,8 @@
 """Installing inspect-watch takes no model name away from a user.
 
 The scripted model is registered only by the task files that import
-``watcher.scripted``, under this project's own provider name. A user's own model API
+``watcher.scripted``, under this project's own provider name; our one ``inspect_ai``
+entry point (the Scout scanner's) registers no model API. A user's own model API
 named ``scripted`` (a common name for a test model), registered the way Inspect
 extensions are, through an ``inspect_ai`` entry point of the user's package, keeps
 answering ``--model scripted/...``: before, inspect-watch's entry point registered a
@@ -53,10 +54,21 @@ def mine():
 '''
 
 
-def test_no_inspect_entry_point_is_installed() -> None:
-    """An ``inspect_ai`` entry point is imported into every eval on the machine."""
-    ours = [e for e in entry_points(group="inspect_ai") if e.value.startswith("watcher")]
-    assert ours == []
+def test_our_only_inspect_entry_point_registers_our_names_alone() -> None:
+    """An ``inspect_ai`` entry point is imported into every eval on the machine: ours is the
+    Scout scanner's, named ``inspect_watch``, and registers nothing but ``inspect_watch/``
+    names (no model API)."""
+    ours = [e for e in entry_points(group="inspect_ai")
+            if e.value.startswith(("watcher", "inspect_watch"))]
+    assert [(e.name, e.value) for e in ours] in ([], [("inspect_watch",
+                                                        "inspect_watch._registry")])
+    from inspect_ai._util.registry import registry_find
+
+    for e in ours:
+        e.load()
+    assert not registry_find(lambda info: info.type == "modelapi"
+                             and "inspect_watch" in info.name
+                             and info.name != "inspect_watch_scripted")
 
 
 def test_provider_name_is_ours_alone() -> None:
