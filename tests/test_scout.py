@@ -103,7 +103,7 @@ def test_scout_scan_finds_what_watch_finds(tmp_path: Path) -> None:
     rules = {k[2] for k in [*want.values(), *want_swe.values()]}
     # sample rules (the listing row, the task context) and event rules both take part
     assert {"token-outlier", "sample-limit", "repeated-call-twice", "shortcut-tamper-tests",
-            "near-identical-tool-calls"} <= rules
+            "repeated-tool-call"} <= rules
     assert "sphinx-doc__sphinx-10435" not in {k[0] for k in want_swe.values()}
 
     got, df = scout_findings(scout_scan(tmp_path, env, [CTF, OXDNA]))
@@ -286,7 +286,7 @@ def test_agent_text_stays_out_of_our_words() -> None:
     assert result.label == "repeated-call-twice" and result.value == "low"
     assert [(r.id, r.cite) for r in result.references] == [("u0", "[E1]"), ("u1", "[E2]")]
     summary, why, cites = result.explanation.split("\n\n")
-    assert summary.startswith("`bash` ran twice with the same arguments and result: `")
+    assert summary.startswith("`bash` ran 2 times with the same arguments and result: `")
     quoted = summary.split("result: ", 1)[1]
     assert "**all clear**" in quoted and "# inspect-watch" in quoted  # inside the span
     assert "\n" not in summary
