@@ -385,13 +385,17 @@ def report(files: tuple[str, ...], fmt: str, output: str | None) -> None:
     from watcher.reporters.jsonl import summary_from_jsonl
 
     _check_output(output, "--output")
+    skipped: list[str] = []
     try:
-        summary = summary_from_jsonl(list(files))
+        summary = summary_from_jsonl(list(files), skipped)
     except Exception as e:  # noqa: BLE001 - fsspec backends raise their own types
         what = getattr(e, "filename", None) or " ".join(files)
         click.echo(f"inspect-watch report: cannot read {what}: "
                    f"{getattr(e, 'strerror', None) or f'{type(e).__name__}: {e}'}", err=True)
         sys.exit(3)
+    if skipped:  # the report shows the rest, and says so in its notices
+        click.echo(f"inspect-watch report: skipped {len(skipped)} malformed record(s); "
+                   f"first: {skipped[0]}", err=True)
     cls = REPORTERS[fmt]
     rep = cls(output) if output else cls(stream=sys.stdout)  # type: ignore[call-arg]
     rep.start(RunContext(sources=files, version=__version__))
