@@ -368,11 +368,15 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
     _check_output(output, "--output")
 
     try:
-        pages = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)
+        recorded = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)
     except RecordError as e:
         click.echo(f"inspect-watch record: {e}", err=True)
         sys.exit(3)
-    click.echo(f"recorded {pages} pages to {output}")
+    if recorded.partial:
+        click.echo(f"recorded {recorded.pages} pages to {output}: partial, the sample was "
+                   "still running (replay reads it to its end)")
+    else:
+        click.echo(f"recorded {recorded.pages} pages to {output}")
 
 
 @main.command()
