@@ -6,8 +6,9 @@ It serves the routes the watcher reads (``/tasks``, ``/evals/{id}/samples``,
 discovery file like the eval process does. Faults are queued per route and fire
 on the next matching requests: ``delay:<s>`` (sleep, then answer), ``503``,
 ``malformed`` (200 with broken JSON), ``truncated`` (Content-Length longer than the
-body, then close), ``drop`` (close without answering). :meth:`refuse` closes the
-listener and leaves a dead socket file behind (connect → ECONNREFUSED).
+body, then close), ``drop`` (close without answering), ``404`` and ``500``.
+:meth:`always` makes a fault fire on every matching request. :meth:`refuse` closes
+the listener and leaves a dead socket file behind (connect → ECONNREFUSED).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         params = {k: v[-1] for k, v in parse_qs(url.query).items()}
         fake.record(url.path, params)
-        action = fake.take_fault(url.path)
+        action = fake.take_fault(url.path, params)
         if action is not None and action.startswith("delay:"):
             time.sleep(float(action.split(":", 1)[1]))
             action = None
@@ -103,6 +104,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if action == "503":
             self._send(503, b'{"error": "busy"}')
+            return
+        if action == "404":  # a finished sample between the eval's memory and its log
+            self._send(404, b'{"error": "sample not found"}')
             return
         if action == "500":  # what Inspect answers when it reads a log mid-write
             self._send(500, b'{"error": "ValueError: EOCD not found"}')
@@ -157,6 +161,8 @@ class FakeControlServer:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.tasks_override: Any = None  # serve this as /tasks instead (garbage tests)
         self._faults: list[tuple[str, str, int]] = []  # (path substring, action, skip)
+        # (path substring, action, query params to match): on every matching request
+        self._always: list[tuple[str, str, dict[str, str]]] = []
         self._lock = threading.Lock()
         self._conns: list[socket.socket] = []
         self._server: _UnixHttpServer | None = None
@@ -179,7 +185,13 @@ class FakeControlServer:
             for i, a in enumerate(actions):
                 self._faults.append((path_part, a, after if i == 0 else 0))
 
-    def take_fault(self, path: str) -> str | None:
+    def always(self, path_part: str, action: str, params: dict[str, str] | None = None) -> None:
+        """Answer every request whose path contains ``path_part`` (and whose query has
+        ``params``, e.g. one sample's id) with the fault ``action``."""
+        with self._lock:
+            self._always.append((path_part, action, dict(params or {})))
+
+    def take_fault(self, path: str, params: dict[str, str] | None = None) -> str | None:
         with self._lock:
             for i, (part, action, skip) in enumerate(self._faults):
                 if part in path:
@@ -187,6 +199,9 @@ class FakeControlServer:
                         self._faults[i] = (part, action, skip - 1)
                         return None
                     del self._faults[i]
+                    return action
+            for part, action, wanted in self._always:
+                if part in path and all((params or {}).get(k) == v for k, v in wanted.items()):
                     return action
         return None
 

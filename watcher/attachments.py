@@ -13,6 +13,9 @@ case) or embedded in a longer one. A reference whose key is not in the map is
 left untouched and reported through ``unknown`` so the caller can say so
 instead of pretending the text was there. The legacy ``tc://<hash>`` prefix is
 honoured when the whole string is such a reference and its hash is known.
+
+Logs are untrusted input: the walk is iterative (tool arguments nested 900 deep
+must not raise ``RecursionError``).
 """
 
 from __future__ import annotations
@@ -39,11 +42,26 @@ def resolve_attachments(
     """
     if isinstance(obj, str):
         return resolve_text(obj, attachments, unknown)
-    if isinstance(obj, dict):
-        return {k: resolve_attachments(v, attachments, unknown) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [resolve_attachments(v, attachments, unknown) for v in obj]
-    return obj
+    if not isinstance(obj, dict | list | tuple):
+        return obj
+    root: Any = {} if isinstance(obj, dict) else [None] * len(obj)
+    # an explicit stack: depth is the input's choice, and Python's recursion limit is not
+    stack: list[tuple[Any, Any]] = [(obj, root)]
+    while stack:
+        src, dst = stack.pop()
+        for k, v in (src.items() if isinstance(src, dict) else enumerate(src)):
+            if isinstance(v, str):
+                out: Any = resolve_text(v, attachments, unknown)
+            elif isinstance(v, dict):
+                out = {}
+                stack.append((v, out))
+            elif isinstance(v, list | tuple):
+                out = [None] * len(v)
+                stack.append((v, out))
+            else:
+                out = v
+            dst[k] = out
+    return root
 
 
 def resolve_text(

@@ -206,9 +206,13 @@ class LogSource:
     """Inspect logs as a :class:`Source`.
 
     ``log_dir`` may be a directory (searched recursively), one log file, or a
-    URL. An unreadable log in a directory is skipped and recorded in
-    :attr:`unreadable` (one corrupt file must not hide the others) unless
-    ``strict``; a single unreadable file always raises :class:`BadResponse`.
+    URL. An unreadable log in a directory is skipped, recorded in
+    :attr:`unreadable` and reported once as an ``unreadable`` notice naming the
+    file and the reason (one corrupt file must not hide the others, nor pass
+    unsaid) unless ``strict``; a single unreadable file always raises
+    :class:`BadResponse`. Logs are untrusted input: a sample whose JSON does not
+    parse or is of the wrong shape is a :class:`BadResponse` naming the file and
+    sample.
     """
 
     name = "logs"
@@ -224,7 +228,7 @@ class LogSource:
         self._logs: dict[str, _LogEntry] = {}
         self._samples: OrderedDict[tuple[str, str, int, bool], _ParsedSample] = OrderedDict()
         self._json_logs: OrderedDict[str, Any] = OrderedDict()
-        self._notices: list[str] = []
+        self._notices: list[str | tuple[str, str, dict[str, Any]]] = []
         # reading a local log is CPU work under the GIL: read one sample at a time
         # (parallel scans use processes: --jobs); remote reads wait on the network
         self.parallel_reads = 1 if _local_path(log_dir) is not None else 4
@@ -264,6 +268,10 @@ class LogSource:
             except BadResponse as ex:
                 if self.strict or self._single_file():
                     raise
+                if self.unreadable.get(info.name) != str(ex):  # said once per fault
+                    self._notices.append(("unreadable", f"log could not be read: {ex}",
+                                          {"scope": "log", "log": info.name,
+                                           "reason": str(ex)}))
                 self.unreadable[info.name] = str(ex)
         for gone in set(self._logs) - seen:
             self._forget(gone)
@@ -296,6 +304,10 @@ class LogSource:
         except BadResponse:
             self._forget(location)
             raise
+        except Exception as ex:  # summaries of the wrong shape
+            self._forget(location)
+            raise BadResponse(f"{location}: unreadable sample summaries: "
+                              f"{type(ex).__name__}: {ex}") from ex
         return entry
 
     def _forget(self, location: str) -> None:
@@ -334,9 +346,13 @@ class LogSource:
                 raise
             except Exception as ex:
                 raise BadResponse(f"{entry.location}: unreadable sample summaries: {ex}") from ex
+            try:
+                entry.ids = {(str(_get(s, "id")), int(_get(s, "epoch"))): _get(s, "id")
+                             for s in summaries}
+            except (TypeError, ValueError) as ex:
+                raise BadResponse(f"{entry.location}: unreadable sample summaries: "
+                                  f"{type(ex).__name__}: {ex}") from ex
             entry.summaries = list(summaries)
-            entry.ids = {(str(_get(s, "id")), int(_get(s, "epoch"))): _get(s, "id")
-                         for s in entry.summaries}
         return entry.summaries
 
     def _json_log(self, location: str) -> Any:
@@ -363,7 +379,13 @@ class LogSource:
         activity time could drop it for good.
         """
         entry = self._entry_for(task)
-        rows = [sample_row(summary_row(s)) for s in self._summaries(entry)]
+        try:
+            rows = [sample_row(summary_row(s)) for s in self._summaries(entry)]
+        except SourceError:
+            raise
+        except Exception as ex:  # summaries of the wrong shape
+            raise BadResponse(f"{entry.location}: unreadable sample summaries: "
+                              f"{type(ex).__name__}: {ex}") from ex
         rows.sort(key=lambda r: (r.raw.get("started_at") or 0.0, r.sample_id, r.epoch))
         return SampleListing(as_of=time.time(), samples=rows)
 
@@ -386,8 +408,12 @@ class LogSource:
         next_offset = offset + len(scanned)
         wanted = None if types is None or types & {"all", "*"} else types
         unknown: set[str] = set()
-        out = [_resolved(e if tier == "full" else _light(e), parsed.attachments, unknown)
-               for e in scanned if wanted is None or e.get("event") in wanted]
+        try:
+            out = [_resolved(e if tier == "full" else _light(e), parsed.attachments, unknown)
+                   for e in scanned if wanted is None or e.get("event") in wanted]
+        except Exception as ex:  # attachments of the wrong type, and the like
+            raise BadResponse(f"{task.log_location}: unreadable sample {sample_id}/{epoch}: "
+                              f"{type(ex).__name__}: {ex}") from ex
         if unknown:
             self._notices.append(
                 f"{task.log_location} sample {sample_id} epoch {epoch}: "
@@ -397,8 +423,9 @@ class LogSource:
         return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset),
                          done=next_offset >= len(parsed.events))
 
-    def pop_notices(self) -> list[str]:
-        """Notices (unresolvable attachments) gathered since the last call."""
+    def pop_notices(self) -> list[str | tuple[str, str, dict[str, Any]]]:
+        """Notices gathered since the last call: unreadable logs, unresolvable
+        attachments."""
         notices, self._notices = self._notices, []
         return notices
 
@@ -417,10 +444,16 @@ class LogSource:
         # below the full tier a model event's input and call are never read: the sample's
         # JSON straight from the .eval zip serves, without Inspect's (slow) validation
         fast = None if full else read_eval_zip_sample(entry.location, sid, epoch)
-        if fast is not None:
-            parsed = parse_sample_json(fast, epoch)
-        else:
-            parsed = parse_sample(self._read_sample(entry, sid, epoch), epoch)
+        try:
+            if fast is not None:
+                parsed = parse_sample_json(fast, epoch)
+            else:
+                parsed = parse_sample(self._read_sample(entry, sid, epoch), epoch)
+        except SourceError:
+            raise
+        except Exception as ex:  # hostile JSON: wrong shapes, nesting past any stack
+            raise BadResponse(f"{entry.location}: unreadable sample {sid}/{epoch}: "
+                              f"{type(ex).__name__}: {ex}") from ex
         self._samples[key] = parsed
         while len(self._samples) > self.cache_size:
             self._samples.popitem(last=False)
