@@ -6,9 +6,11 @@ It serves the routes the watcher reads (``/tasks``, ``/evals/{id}/samples``,
 discovery file like the eval process does. Faults are queued per route and fire
 on the next matching requests: ``delay:<s>`` (sleep, then answer), ``503``,
 ``malformed`` (200 with broken JSON), ``truncated`` (Content-Length longer than the
-body, then close), ``drop`` (close without answering), ``404`` and ``500``.
-:meth:`always` makes a fault fire on every matching request. :meth:`refuse` closes
-the listener and leaves a dead socket file behind (connect → ECONNREFUSED).
+body, then close), ``drop`` (close without answering), ``500``, ``endless`` (a
+chunked body that never ends, until the client hangs up), ``trickle:<s>`` (a body
+sent one byte every ``s`` seconds). :meth:`always` makes a fault fire on every
+matching request. :meth:`refuse` closes the listener and leaves a dead socket file
+behind (connect → ECONNREFUSED).
 """
 
 from __future__ import annotations
@@ -111,6 +113,12 @@ class _Handler(BaseHTTPRequestHandler):
         if action == "500":  # what Inspect answers when it reads a log mid-write
             self._send(500, b'{"error": "ValueError: EOCD not found"}')
             return
+        if action == "endless":
+            self._endless()
+            return
+        if action is not None and action.startswith("trickle:"):
+            self._trickle(float(action.split(":", 1)[1]))
+            return
         if action == "malformed":
             self._send(200, b'{"events": [{"event": "tool", "uuid": ')
             return
@@ -125,6 +133,41 @@ class _Handler(BaseHTTPRequestHandler):
             return
         status, body = fake.route(url.path, params)
         self._send(status, json.dumps(body).encode())
+
+    def _endless(self) -> None:
+        """A chunked 200 that never ends (bounded here: 256 MB, or the client leaving)."""
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"x" * (1 << 20)
+            frame = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+            self.wfile.write(b'6\r\n{"a":"\r\n')
+            for _ in range(256):
+                self.wfile.write(frame)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            return
+
+    def _trickle(self, every: float) -> None:
+        """A valid JSON body, one byte every ``every`` seconds (bounded: 300 bytes)."""
+        self.close_connection = True
+        body = json.dumps({"events": [], "next": None, "done": False,
+                           "pad": "x" * 200}).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.flush()
+            for i in range(len(body)):
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+                if self.server.fake.stopped.wait(every):
+                    return
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            return
 
     def _send(self, status: int, body: bytes) -> None:
         try:
@@ -163,6 +206,7 @@ class FakeControlServer:
         self._faults: list[tuple[str, str, int]] = []  # (path substring, action, skip)
         # (path substring, action, query params to match): on every matching request
         self._always: list[tuple[str, str, dict[str, str]]] = []
+        self.stopped = threading.Event()
         self._lock = threading.Lock()
         self._conns: list[socket.socket] = []
         self._server: _UnixHttpServer | None = None
@@ -265,6 +309,7 @@ class FakeControlServer:
                              started_at=time.time(), api_version=self.api_version)
 
     def start(self) -> FakeControlServer:
+        self.stopped.clear()
         server = _UnixHttpServer(str(self.socket_path), _Handler)
         server.fake = self
         self._server = server
@@ -287,6 +332,7 @@ class FakeControlServer:
         dead.close()
 
     def stop(self, keep_files: bool = False) -> None:
+        self.stopped.set()  # a trickling answer ends
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

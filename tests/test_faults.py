@@ -594,7 +594,7 @@ def test_reader_leaving_the_pipe_ends_the_watch_with_state_saved(
     assert ev.proc.poll() is None, "the eval ended first: the watch was not cut short"
 
 
-# -- unreadable samples (issue 23: items 1 and 15) -----------------------------------
+# -- unreadable samples, unbounded responses (issue 23: items 1, 5 and 15) ---------------
 
 
 def _watch_once(engine: Engine, sink: ListSink, **kw: Any) -> Any:
@@ -687,3 +687,74 @@ def test_a_process_never_reached_is_not_said_to_be_read_to_its_end(
     gone = [n for n in sink.notices if n.kind.startswith("process_")]
     assert gone and all("read to its end" not in n.message for n in gone)
     assert any("could not be reached" in n.message for n in gone)
+
+
+def test_endless_response_is_cut_at_the_size_limit_and_not_retried(
+        fake: FakeControlServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from watcher.sources.base import LimitExceeded
+
+    monkeypatch.setenv("INSPECT_WATCH_MAX_RESPONSE_MB", "2")
+    fake.add_sample("s1", _repeat_events(2))
+    fake.always("sample/events", "endless")
+    src = _source(fake, retries=3)
+    with pytest.raises(LimitExceeded, match="INSPECT_WATCH_MAX_RESPONSE_MB"):
+        src.events(_task(src), "s1", 1, since=None, types=None, tier="content")
+    assert fake.count("sample/events") == 1
+    assert src.tasks()  # the connection was dropped; the next request works
+    src.close()
+
+
+def test_declared_length_over_the_limit_is_refused_before_reading(
+        fake: FakeControlServer) -> None:
+    from watcher.sources.uds import ResponseLimit, UdsClient
+
+    client = UdsClient(str(fake.socket_path), timeout=2.0, max_bytes=10)
+    with pytest.raises(ResponseLimit, match="over the 10-byte limit"):
+        client.get("/tasks")
+    assert not client._open
+    client.close()
+
+
+def test_trickled_response_is_cut_at_the_request_time_limit(
+        fake: FakeControlServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from watcher.sources.base import LimitExceeded
+
+    monkeypatch.setenv("INSPECT_WATCH_REQUEST_TIMEOUT", "0.5")
+    fake.add_sample("s1", _repeat_events(2))
+    fake.always("sample/events", "trickle:0.1")  # every read within the 0.3 s timeout
+    src = _source(fake, retries=3)
+    with pytest.raises(LimitExceeded, match="INSPECT_WATCH_REQUEST_TIMEOUT"):
+        src.events(_task(src), "s1", 1, since=None, types=None, tier="content")
+    assert fake.count("sample/events") == 1
+    src.close()
+
+
+def test_once_moves_on_from_an_endless_sample(
+        fake: FakeControlServer, builtin_engine: Engine, monkeypatch: pytest.MonkeyPatch,
+        thread_errors: list[BaseException]) -> None:
+    monkeypatch.setenv("INSPECT_WATCH_MAX_RESPONSE_MB", "4")
+    fake.add_sample("good", _repeat_events(6), status="completed")
+    fake.add_sample("bad", _repeat_events(6), status="completed")
+    fake.task_status = "completed"
+    fake.always("sample/events", "endless", {"sample_id": "bad"})
+    sink = ListSink()
+    result = _watch_once(builtin_engine, sink)
+    [unreadable] = [n for n in sink.notices if n.kind == "unreadable"]
+    assert "INSPECT_WATCH_MAX_RESPONSE_MB" in unreadable.message
+    assert {f.sample.sample_id for f in sink.findings} == {"good"}
+    assert result.exit_code == 3
+    assert not thread_errors
+
+
+def test_a_bad_limit_override_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from watcher import limits
+
+    monkeypatch.setenv("INSPECT_WATCH_REQUEST_TIMEOUT", "soon")
+    with pytest.raises(limits.LimitError, match="INSPECT_WATCH_REQUEST_TIMEOUT='soon'"):
+        limits.check()
+    from click.testing import CliRunner
+
+    from watcher.cli import main
+
+    result = CliRunner().invoke(main, ["watch", "--once"])
+    assert result.exit_code == 2 and "INSPECT_WATCH_REQUEST_TIMEOUT" in result.output

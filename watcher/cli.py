@@ -125,6 +125,18 @@ def _check_output(path: str | None, hint: str) -> None:
         raise click.BadParameter(f"{path} is not writable", param_hint=hint)
 
 
+def _check_limits() -> None:
+    """An override of a limit (``INSPECT_WATCH_MAX_…``, README "Limits") that is not a
+    positive number is bad input, said before the watch starts."""
+    from watcher.limits import LimitError, check
+
+    try:
+        check()
+    except LimitError as e:
+        click.echo(f"inspect-watch: {e}", err=True)
+        sys.exit(2)
+
+
 def _check_log_dir(log_dir: str | None) -> None:
     """A local ``--log-dir`` must exist: an empty scan of a mistyped path looks like a
     clean run."""
@@ -272,6 +284,7 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
         raise click.BadParameter("parallel scans read logs: use it with --log-dir and --once",
                                  param_hint="--jobs")
     _check_log_dir(log_dir)
+    _check_limits()
     for path, hint in ((output, "--output"), (summary_md, "--summary"),
                        (summary_html, "--html")):
         _check_output(path, hint)
@@ -366,6 +379,7 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
     from watcher.record import RecordError, record_sample
 
     _check_output(output, "--output")
+    _check_limits()
 
     try:
         recorded = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)

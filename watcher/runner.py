@@ -26,6 +26,7 @@ from watcher.engine import Engine, RunContext, SampleStatus
 from watcher.findings import Finding, Notice, SampleRef
 from watcher.sources.base import (
     BadResponse,
+    LimitExceeded,
     NotFound,
     ProcessGone,
     SampleListing,
@@ -392,7 +393,8 @@ class TaskWatcher:
                 return
         else:
             attempts = 1 if static and self.opts.once else READ_ATTEMPTS
-            if final or (failures >= attempts and (terminal or static or self.opts.once)):
+            if final or isinstance(error, LimitExceeded) or (
+                    failures >= attempts and (terminal or static or self.opts.once)):
                 self._give_up(key, stream, error, now)
                 return
             if failures == 1:
