@@ -1,4 +1,4 @@
-"""Damaged and hostile logs (issue 23: items 1, 3 and 7), built by hand in tmp dirs.
+"""Damaged and hostile logs (issue 23: items 1, 3, 6 and 7), built by hand in tmp dirs.
 
 Each log holds a good sample beside the damage, and a second log is wholly good: a
 scan must report the damage once (a notice naming the file and the reason), read
@@ -19,6 +19,7 @@ from watcher.attachments import resolve_attachments
 from watcher.engine import Engine, load_rules
 from watcher.findings import Finding, Notice
 from watcher.reporters.base import StatusSnapshot
+from watcher.sources.logs import LogSource
 from watcher.state import WatchState
 from watcher.watch import Watch, WatchConfig
 
@@ -175,3 +176,64 @@ def test_a_folder_holding_only_a_truncated_log_does_not_say_no_logs(
     assert not sink.kinds("no_logs")
     assert len(sink.kinds("unreadable")) == 1
     assert result.exit_code == 3
+
+
+# -- item 6: small inputs must not take huge memory ------------------------------------
+
+
+def test_attachment_references_expand_within_the_limit(
+        tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INSPECT_WATCH_MAX_EXPANSION_MB", "1")
+    h = "b" * 32
+    refs = [f"attachment://{h}"] * 100  # 100 x 100 KB: 10 MB from a few KB of log
+    bomb = sample("bad", [tool_event(1, {"cmd": refs})], attachments={h: "y" * 100_000})
+    _good_and_bad(tmp_path, bomb)
+    result, sink = scan(engine, tmp_path)
+    [limit] = sink.kinds("limit")
+    assert "INSPECT_WATCH_MAX_EXPANSION_MB" in limit.message and "bad" in limit.message
+    assert ("evalB", "good") in _samples_with_findings(sink)
+    assert result.exit_code == 0  # the event was read, with references left unresolved
+
+
+def test_expansion_budget_counts_every_reference() -> None:
+    from watcher.attachments import Expansion
+
+    h = "c" * 32
+    budget = Expansion(250)
+    out = resolve_attachments({"a": [f"attachment://{h}"] * 5, "b": f"x attachment://{h}"},
+                              {h: "z" * 100}, budget=budget)
+    values = [*out["a"], out["b"]]
+    resolved = sum(v.count("z" * 100) for v in values)
+    left = sum(v.count(f"attachment://{h}") for v in values)
+    assert (resolved, left, budget.exceeded) == (2, 4, 4)  # 250 chars hold two of six
+
+
+def test_a_zip_entry_that_inflates_past_the_limit_is_not_inflated(
+        tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INSPECT_WATCH_MAX_LOG_ENTRY_MB", "1")
+    big = sample("bad", repeat_events())
+    big["pad"] = "0" * 5_000_000  # 5 MB that deflate to a few KB
+    _good_and_bad(tmp_path, big)
+    result, sink = scan(engine, tmp_path)
+    [unreadable] = sink.kinds("unreadable")
+    assert "INSPECT_WATCH_MAX_LOG_ENTRY_MB" in unreadable.message
+    assert "samples/bad_epoch_1.json" in unreadable.message
+    assert _samples_with_findings(sink) == {("evalA", "good"), ("evalB", "good")}
+    assert result.exit_code == 3
+
+
+def test_the_entry_limit_also_guards_inspects_reader(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full tier reads samples through Inspect's reader, which inflates the entry
+    whole: the size is checked before it is called."""
+    from watcher.sources.base import LimitExceeded
+
+    monkeypatch.setenv("INSPECT_WATCH_MAX_LOG_ENTRY_MB", "1")
+    big = sample("bad", repeat_events())
+    big["pad"] = "0" * 5_000_000
+    _good_and_bad(tmp_path, big)
+    src = LogSource(str(tmp_path / log_name("a")))
+    [task] = src.tasks()
+    for tier in ("content", "full"):
+        with pytest.raises(LimitExceeded, match="over the 1 MB limit"):
+            src.events(task, "bad", 1, since=None, types=None, tier=tier)  # type: ignore[arg-type]
