@@ -696,7 +696,7 @@ def test_endless_response_is_cut_at_the_size_limit_and_not_retried(
     monkeypatch.setenv("INSPECT_WATCH_MAX_RESPONSE_MB", "2")
     fake.add_sample("s1", _repeat_events(2))
     fake.always("sample/events", "endless")
-    src = _source(fake, retries=3)
+    src = _source(fake, retries=3, timeout=2.0)
     with pytest.raises(LimitExceeded, match="INSPECT_WATCH_MAX_RESPONSE_MB"):
         src.events(_task(src), "s1", 1, since=None, types=None, tier="content")
     assert fake.count("sample/events") == 1
@@ -721,8 +721,8 @@ def test_trickled_response_is_cut_at_the_request_time_limit(
 
     monkeypatch.setenv("INSPECT_WATCH_REQUEST_TIMEOUT", "0.5")
     fake.add_sample("s1", _repeat_events(2))
-    fake.always("sample/events", "trickle:0.1")  # every read within the 0.3 s timeout
-    src = _source(fake, retries=3)
+    fake.always("sample/events", "trickle:0.1")  # every read well within the timeout
+    src = _source(fake, retries=3, timeout=2.0)
     with pytest.raises(LimitExceeded, match="INSPECT_WATCH_REQUEST_TIMEOUT"):
         src.events(_task(src), "s1", 1, since=None, types=None, tier="content")
     assert fake.count("sample/events") == 1
