@@ -6,8 +6,11 @@ It serves the routes the watcher reads (``/tasks``, ``/evals/{id}/samples``,
 discovery file like the eval process does. Faults are queued per route and fire
 on the next matching requests: ``delay:<s>`` (sleep, then answer), ``503``,
 ``malformed`` (200 with broken JSON), ``truncated`` (Content-Length longer than the
-body, then close), ``drop`` (close without answering). :meth:`refuse` closes the
-listener and leaves a dead socket file behind (connect → ECONNREFUSED).
+body, then close), ``drop`` (close without answering), ``500``, ``endless`` (a
+chunked body that never ends, until the client hangs up), ``trickle:<s>`` (a body
+sent one byte every ``s`` seconds). :meth:`always` makes a fault fire on every
+matching request. :meth:`refuse` closes the listener and leaves a dead socket file
+behind (connect → ECONNREFUSED).
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         params = {k: v[-1] for k, v in parse_qs(url.query).items()}
         fake.record(url.path, params)
-        action = fake.take_fault(url.path)
+        action = fake.take_fault(url.path, params)
         if action is not None and action.startswith("delay:"):
             time.sleep(float(action.split(":", 1)[1]))
             action = None
@@ -104,8 +107,17 @@ class _Handler(BaseHTTPRequestHandler):
         if action == "503":
             self._send(503, b'{"error": "busy"}')
             return
+        if action == "404":  # a finished sample between the eval's memory and its log
+            self._send(404, b'{"error": "sample not found"}')
+            return
         if action == "500":  # what Inspect answers when it reads a log mid-write
             self._send(500, b'{"error": "ValueError: EOCD not found"}')
+            return
+        if action == "endless":
+            self._endless()
+            return
+        if action is not None and action.startswith("trickle:"):
+            self._trickle(float(action.split(":", 1)[1]))
             return
         if action == "malformed":
             self._send(200, b'{"events": [{"event": "tool", "uuid": ')
@@ -121,6 +133,41 @@ class _Handler(BaseHTTPRequestHandler):
             return
         status, body = fake.route(url.path, params)
         self._send(status, json.dumps(body).encode())
+
+    def _endless(self) -> None:
+        """A chunked 200 that never ends (bounded here: 256 MB, or the client leaving)."""
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"x" * (1 << 20)
+            frame = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+            self.wfile.write(b'6\r\n{"a":"\r\n')
+            for _ in range(256):
+                self.wfile.write(frame)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            return
+
+    def _trickle(self, every: float) -> None:
+        """A valid JSON body, one byte every ``every`` seconds (bounded: 300 bytes)."""
+        self.close_connection = True
+        body = json.dumps({"events": [], "next": None, "done": False,
+                           "pad": "x" * 200}).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.flush()
+            for i in range(len(body)):
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+                if self.server.fake.stopped.wait(every):
+                    return
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            return
 
     def _send(self, status: int, body: bytes) -> None:
         try:
@@ -157,6 +204,9 @@ class FakeControlServer:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.tasks_override: Any = None  # serve this as /tasks instead (garbage tests)
         self._faults: list[tuple[str, str, int]] = []  # (path substring, action, skip)
+        # (path substring, action, query params to match): on every matching request
+        self._always: list[tuple[str, str, dict[str, str]]] = []
+        self.stopped = threading.Event()
         self._lock = threading.Lock()
         self._conns: list[socket.socket] = []
         self._server: _UnixHttpServer | None = None
@@ -179,7 +229,13 @@ class FakeControlServer:
             for i, a in enumerate(actions):
                 self._faults.append((path_part, a, after if i == 0 else 0))
 
-    def take_fault(self, path: str) -> str | None:
+    def always(self, path_part: str, action: str, params: dict[str, str] | None = None) -> None:
+        """Answer every request whose path contains ``path_part`` (and whose query has
+        ``params``, e.g. one sample's id) with the fault ``action``."""
+        with self._lock:
+            self._always.append((path_part, action, dict(params or {})))
+
+    def take_fault(self, path: str, params: dict[str, str] | None = None) -> str | None:
         with self._lock:
             for i, (part, action, skip) in enumerate(self._faults):
                 if part in path:
@@ -187,6 +243,9 @@ class FakeControlServer:
                         self._faults[i] = (part, action, skip - 1)
                         return None
                     del self._faults[i]
+                    return action
+            for part, action, wanted in self._always:
+                if part in path and all((params or {}).get(k) == v for k, v in wanted.items()):
                     return action
         return None
 
@@ -250,6 +309,7 @@ class FakeControlServer:
                              started_at=time.time(), api_version=self.api_version)
 
     def start(self) -> FakeControlServer:
+        self.stopped.clear()
         server = _UnixHttpServer(str(self.socket_path), _Handler)
         server.fake = self
         self._server = server
@@ -276,6 +336,7 @@ class FakeControlServer:
         os.chmod(self.socket_path, 0o600)
 
     def stop(self, keep_files: bool = False) -> None:
+        self.stopped.set()  # a trickling answer ends
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

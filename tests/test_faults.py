@@ -664,3 +664,169 @@ def test_discovery_trusts_only_the_users_own_files_and_sockets(
           WatchState(), [sink]).run()
     assert [n.kind for n in sink.notices] == ["discovery", "no_evals"]
     assert "writable by others" in sink.notices[0].message
+
+
+# -- unreadable samples, unbounded responses (issue 23: items 1, 5 and 15) ---------------
+
+
+def _watch_once(engine: Engine, sink: ListSink, **kw: Any) -> Any:
+    """Run a --once watch on a thread; fail (instead of hanging the suite) if it never
+    ends: the defects under test are watches that never end."""
+    kw.setdefault("poll", 0.05)
+    watch = Watch(engine, WatchConfig(once=True, exit_grace=0.0, transport="http", **kw),
+                  WatchState(), [sink])
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(watch.run()), daemon=True)
+    thread.start()
+    thread.join(120)
+    if thread.is_alive():
+        watch.request_stop()
+        thread.join(10)
+        pytest.fail("the --once watch did not end")
+    return results[0]
+
+
+def test_once_ends_when_a_live_sample_always_answers_500(
+        fake: FakeControlServer, builtin_engine: Engine,
+        thread_errors: list[BaseException]) -> None:
+    fake.add_sample("good", _repeat_events(6), status="completed")
+    fake.add_sample("bad", _repeat_events(6), status="completed")
+    fake.task_status = "completed"
+    fake.always("sample/events", "500", {"sample_id": "bad"})
+    sink = ListSink()
+    result = _watch_once(builtin_engine, sink)
+    unreadable = [n for n in sink.notices if n.kind == "unreadable"]
+    assert len(unreadable) == 1, [n.message for n in sink.notices]
+    assert unreadable[0].sample is not None and unreadable[0].sample.sample_id == "bad"
+    assert "HTTP 500" in unreadable[0].message
+    assert any(n.kind == "incomplete" and "1 sample(s)" in n.message for n in sink.notices)
+    assert {f.sample.sample_id for f in sink.findings} == {"good"}
+    assert result.exit_code == 3  # the scan is not a clean one
+    # tried a bounded number of times, not ~330 cycles a second
+    assert fake.count("sample/events") < 40
+    assert not thread_errors
+
+
+def test_a_live_sample_that_fails_while_running_is_read_when_it_recovers(
+        fake: FakeControlServer, builtin_engine: Engine,
+        thread_errors: list[BaseException]) -> None:
+    """Not --once: a running sample's failures are retried (spaced), said once, and
+    the sample is read in full when the server answers again."""
+    events = _repeat_events(6)
+    sample = fake.add_sample("s1", events)
+    fake.inject("sample/events", *["500"] * 8)
+    engine = RecordingEngine(load_rules(builtin=True, user_dir=False))
+    runner = Runner(engine, RunOptions(poll=0.05, exit_grace=0.0), WatchState())
+    runner.add("fake", _source(fake, retries=0), "fake")
+    out: list[Finding | Notice] = []
+    for _ in range(600):
+        out += list(runner.drain(timeout=0.05))
+        if fake.count("sample/events") > 10 and sample.status == "running":
+            sample.status = "completed"
+            fake.task_status = "completed"
+        if not runner.active():
+            break
+    runner.shutdown()
+    out += list(runner.drain(timeout=0.0))
+    notices = [x for x in out if isinstance(x, Notice)]
+    assert [u for s, u in engine.fed if s == "s1"] == [e["uuid"] for e in events]
+    assert not [n for n in notices if n.kind == "unreadable"]
+    assert len([n for n in notices if n.kind == "source_error" and n.sample]) == 1
+    assert not thread_errors
+
+
+def test_a_finished_sample_the_eval_does_not_find_yet_is_looked_for_again(
+        fake: FakeControlServer, builtin_engine: Engine) -> None:
+    """Under load a finished sample can be neither in the eval's memory nor yet in its
+    log (404): that is not "events could not be read" while it may still come."""
+    events = _repeat_events(6)
+    fake.add_sample("s1", events, status="completed")
+    fake.task_status = "completed"
+    fake.inject("sample/events", "404", "404")
+    engine = RecordingEngine(load_rules(builtin=True, user_dir=False))
+    runner = Runner(engine, RunOptions(poll=0.05, exit_grace=0.0), WatchState())
+    runner.add("fake", _source(fake, retries=0), "fake")
+    out = _run_runner(runner, lambda o: False)
+    assert not [x for x in out if isinstance(x, Notice) and x.kind == "gap"]
+    assert [u for s, u in engine.fed if s == "s1"] == [e["uuid"] for e in events]
+
+
+def test_a_process_never_reached_is_not_said_to_be_read_to_its_end(
+        fake: FakeControlServer, builtin_engine: Engine) -> None:
+    fake.refuse()  # a discovery file whose socket nobody answers
+    sink = ListSink()
+    _watch_once(builtin_engine, sink)
+    gone = [n for n in sink.notices if n.kind.startswith("process_")]
+    assert gone and all("read to its end" not in n.message for n in gone)
+    assert any("could not be reached" in n.message for n in gone)
+
+
+def test_endless_response_is_cut_at_the_size_limit_and_not_retried(
+        fake: FakeControlServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from watcher.sources.base import LimitExceeded
+
+    monkeypatch.setenv("INSPECT_WATCH_MAX_RESPONSE_MB", "2")
+    fake.add_sample("s1", _repeat_events(2))
+    fake.always("sample/events", "endless")
+    src = _source(fake, retries=3, timeout=2.0)
+    with pytest.raises(LimitExceeded, match="INSPECT_WATCH_MAX_RESPONSE_MB"):
+        src.events(_task(src), "s1", 1, since=None, types=None, tier="content")
+    assert fake.count("sample/events") == 1
+    assert src.tasks()  # the connection was dropped; the next request works
+    src.close()
+
+
+def test_declared_length_over_the_limit_is_refused_before_reading(
+        fake: FakeControlServer) -> None:
+    from watcher.sources.uds import ResponseLimit, UdsClient
+
+    client = UdsClient(str(fake.socket_path), timeout=2.0, max_bytes=10)
+    with pytest.raises(ResponseLimit, match="over the 10-byte limit"):
+        client.get("/tasks")
+    assert not client._open
+    client.close()
+
+
+def test_trickled_response_is_cut_at_the_request_time_limit(
+        fake: FakeControlServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from watcher.sources.base import LimitExceeded
+
+    monkeypatch.setenv("INSPECT_WATCH_REQUEST_TIMEOUT", "0.5")
+    fake.add_sample("s1", _repeat_events(2))
+    fake.always("sample/events", "trickle:0.1")  # every read well within the timeout
+    src = _source(fake, retries=3, timeout=2.0)
+    with pytest.raises(LimitExceeded, match="INSPECT_WATCH_REQUEST_TIMEOUT"):
+        src.events(_task(src), "s1", 1, since=None, types=None, tier="content")
+    assert fake.count("sample/events") == 1
+    src.close()
+
+
+def test_once_moves_on_from_an_endless_sample(
+        fake: FakeControlServer, builtin_engine: Engine, monkeypatch: pytest.MonkeyPatch,
+        thread_errors: list[BaseException]) -> None:
+    monkeypatch.setenv("INSPECT_WATCH_MAX_RESPONSE_MB", "4")
+    fake.add_sample("good", _repeat_events(6), status="completed")
+    fake.add_sample("bad", _repeat_events(6), status="completed")
+    fake.task_status = "completed"
+    fake.always("sample/events", "endless", {"sample_id": "bad"})
+    sink = ListSink()
+    result = _watch_once(builtin_engine, sink)
+    [unreadable] = [n for n in sink.notices if n.kind == "unreadable"]
+    assert "INSPECT_WATCH_MAX_RESPONSE_MB" in unreadable.message
+    assert {f.sample.sample_id for f in sink.findings} == {"good"}
+    assert result.exit_code == 3
+    assert not thread_errors
+
+
+def test_a_bad_limit_override_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from watcher import limits
+
+    monkeypatch.setenv("INSPECT_WATCH_REQUEST_TIMEOUT", "soon")
+    with pytest.raises(limits.LimitError, match="INSPECT_WATCH_REQUEST_TIMEOUT='soon'"):
+        limits.check()
+    from click.testing import CliRunner
+
+    from watcher.cli import main
+
+    result = CliRunner().invoke(main, ["watch", "--once"])
+    assert result.exit_code == 2 and "INSPECT_WATCH_REQUEST_TIMEOUT" in result.output

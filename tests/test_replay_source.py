@@ -105,10 +105,14 @@ def test_unfinished_recording_ends_done_and_lists_running(tmp_path: Path) -> Non
         writer.page(PAGES[0])  # recording interrupted before the sample ended
     src = ReplaySource([path])
     task = src.tasks()[0]
-    assert task.status == "started" and not task.finished
+    # nothing more will arrive: the task is over (partial), its sample as recorded
+    assert task.status == "partial" and task.finished
     assert src.samples(task).samples[0].status == "running"
     pages = _drain(src, "E2", "repeated-call")
     assert len(pages) == 1 and pages[0].done
+    [(kind, message)] = src.pop_notices()
+    assert kind == "partial" and "repeated-call" in message and str(path) in message
+    assert src.pop_notices() == []
 
 
 def test_several_files_share_a_task(tmp_path: Path) -> None:
@@ -167,3 +171,42 @@ def test_malformed_recordings(tmp_path: Path, lines: list[str], message: str) ->
 def test_missing_file_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(NotFound):
         ReplaySource([tmp_path / "absent.jsonl"])
+
+
+def test_replay_of_a_recording_taken_mid_sample_ends(tmp_path: Path) -> None:
+    """`record ... && replay ...` run while the sample was live: the file ends with a page
+    that is not done (and a pending event). Replay reads to its end, says it is
+    partial, and exits (it waited for ever before)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "live.jsonl"
+    pending = _event("tool", 9, function="shell", has_error=False, arguments="{}",
+                     pending=True)
+    write_recording(path, {**HEADER, "partial": True},
+                    [PAGES[0], EventPage(events=[pending], next="srv-9", done=False)])
+    proc = subprocess.run([sys.executable, "-m", "watcher", "replay", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "partial" in proc.stdout and "pending_at_end" in proc.stdout
+
+
+def test_record_of_a_live_sample_says_it_is_partial(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from tests.fakeserver import FakeControlServer, tool_event
+    from watcher.cli import main
+
+    control = tmp_path / "control"
+    monkeypatch.setenv("INSPECT_WATCH_CONTROL_DIR", str(control))
+    live, done = tmp_path / "live.jsonl", tmp_path / "done.jsonl"
+    with FakeControlServer(control) as fake:
+        fake.add_sample("s1", [tool_event(1, "ls")])  # still running
+        first = CliRunner().invoke(main, ["record", fake.eval_id, "s1", "-o", str(live)])
+        fake.samples[("s1", 1)].status = "completed"
+        second = CliRunner().invoke(main, ["record", fake.eval_id, "s1", "-o", str(done)])
+    assert first.exit_code == 0 and "partial, the sample was still running" in first.output
+    assert second.exit_code == 0 and "partial" not in second.output
+    assert read_recordings(live)[0].header["partial"] is True
+    assert read_recordings(done)[0].header["partial"] is False

@@ -377,6 +377,82 @@ def test_read_jsonl_skips_garbage_in_the_middle(
     assert caplog.text.count("unparseable line") == 2
 
 
+# hostile values for each field a report reads: wrong types, times out of range
+_HOSTILE = [[1, 2], {"a": 1}, "noon", 1e300, -1e300, float("nan"), None, True, 10**30, ""]
+
+
+def _hostile_records() -> list[tuple[str, dict[str, object]]]:
+    """A good finding and notice record, each with one field made hostile at a time."""
+    stream = io.StringIO()
+    r = JsonlReporter(stream=stream)
+    r.finding(example_snapshots()[2])
+    r.notice(example_notices()[0])
+    finding, notice = (json.loads(ln) for ln in stream.getvalue().splitlines())
+    out: list[tuple[str, dict[str, object]]] = []
+    for base, top in ((finding, finding), (notice, notice)):
+        fields = [(k, None) for k in top if k not in ("kind", "schema")]
+        nested = base.get("evidence") or base.get("sample") or {}
+        holder = "evidence" if "evidence" in base else "sample"
+        fields += [(k, holder) for k in nested]
+        for key, parent in fields:
+            for value in _HOSTILE:
+                rec = json.loads(json.dumps(base))
+                if parent is None:
+                    rec[key] = value
+                else:
+                    rec[parent][key] = value
+                if key == "timestamps":  # one bad time among good ones
+                    rec[parent][key] = [T0, value]
+                if key != "id" and "id" in rec:  # not folded into the good finding
+                    rec["id"] = "hostile"
+                out.append((f"{parent or ''}.{key}={value!r:.20}", rec))
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_report_skips_and_counts_malformed_records(tmp_path: Path, fmt: str) -> None:
+    """One malformed record (evidence as a list, string timestamps, first_seen: 1e300, ...)
+    is skipped and counted; the report of the rest is written (no exit 3, no traceback)."""
+    from click.testing import CliRunner
+
+    from watcher.cli import main
+
+    good = io.StringIO()
+    JsonlReporter(stream=good).finding(example_snapshots()[0])
+    failures = []
+    skipped_seen = 0
+    for label, rec in _hostile_records():
+        path = tmp_path / "x.jsonl"
+        path.write_text(good.getvalue() + json.dumps(rec) + "\n")
+        result = CliRunner().invoke(main, ["report", str(path), "--format", fmt])
+        if result.exit_code != 0 or result.exception is not None:
+            failures.append(f"{label}: exit {result.exit_code} {result.exception!r}")
+            continue
+        if example_snapshots()[0].title not in result.stdout:
+            failures.append(f"{label}: the good finding is missing")
+        if "skipped_records" in result.stdout or "skipped" in result.stdout:
+            skipped_seen += 1
+            assert "1 malformed record(s)" in result.stderr.replace("\\", "")
+    assert not failures, failures[:10]
+    assert skipped_seen > 50  # most hostile values are refused, and said
+
+
+def test_summary_from_jsonl_counts_what_it_skipped(tmp_path: Path) -> None:
+    good = io.StringIO()
+    JsonlReporter(stream=good).finding(example_snapshots()[0])
+    rec = json.loads(good.getvalue())
+    path = tmp_path / "x.jsonl"
+    bad = [dict(rec, evidence=[1]), dict(rec, first_seen=1e300),
+           dict(rec, evidence=dict(rec["evidence"], timestamps=["noon"]))]
+    path.write_text(good.getvalue() + "".join(json.dumps(b) + "\n" for b in bad) + "junk\n")
+    skipped: list[str] = []
+    summary = summary_from_jsonl([path], skipped)
+    assert len(summary.findings) == 1
+    assert [s.split(":")[1] for s in skipped] == ["2", "3", "4", "5"]
+    [note] = [n for n in summary.notices if n.kind == "skipped_records"]
+    assert note.details["skipped"] == 4 and "4 malformed record(s)" in note.message
+
+
 # --- markdown -------------------------------------------------------------------------
 
 

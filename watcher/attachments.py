@@ -13,6 +13,12 @@ case) or embedded in a longer one. A reference whose key is not in the map is
 left untouched and reported through ``unknown`` so the caller can say so
 instead of pretending the text was there. The legacy ``tc://<hash>`` prefix is
 honoured when the whole string is such a reference and its hash is known.
+
+Logs are untrusted input: the walk is iterative (tool arguments nested 900 deep
+must not raise ``RecursionError``), and an :class:`Expansion` budget bounds the
+text references may add to one event (a 10 KB log whose references repeat one
+100 KB attachment would otherwise expand to gigabytes). A reference past the
+budget stays a reference, and the budget says so.
 """
 
 from __future__ import annotations
@@ -28,46 +34,92 @@ _REF = re.compile(r"attachment://([0-9A-Za-z]+)")
 _HASH_LEN = 32
 
 
+class Expansion:
+    """How many characters references may still add (one budget per event).
+
+    Every resolved reference counts its text's length, also when many references
+    name the same attachment: sharing one string costs nothing here, but whatever
+    serialises the event (tool arguments become text) pays for each copy.
+    """
+
+    __slots__ = ("left", "limit", "exceeded")
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.left = limit
+        self.exceeded = 0  # references left unresolved for want of budget
+
+    def take(self, text: str) -> bool:
+        """Whether ``text`` still fits; if so, it is taken from the budget."""
+        if len(text) > self.left:
+            self.exceeded += 1
+            return False
+        self.left -= len(text)
+        return True
+
+
 def resolve_attachments(
-    obj: Any, attachments: Mapping[str, str], unknown: set[str] | None = None
+    obj: Any, attachments: Mapping[str, str], unknown: set[str] | None = None,
+    budget: Expansion | None = None,
 ) -> Any:
     """A copy of ``obj`` (nested dicts/lists/strings) with attachment refs resolved.
 
     Containers are rebuilt, so the result never shares mutable state with
     ``obj``; non-container leaves are returned as-is. Keys of ``unknown``
     references (not in ``attachments``) are added to ``unknown`` when given.
+    With a ``budget``, references that no longer fit in it are left as they are.
     """
     if isinstance(obj, str):
-        return resolve_text(obj, attachments, unknown)
-    if isinstance(obj, dict):
-        return {k: resolve_attachments(v, attachments, unknown) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [resolve_attachments(v, attachments, unknown) for v in obj]
-    return obj
+        return resolve_text(obj, attachments, unknown, budget)
+    if not isinstance(obj, dict | list | tuple):
+        return obj
+    root: Any = {} if isinstance(obj, dict) else [None] * len(obj)
+    # an explicit stack: depth is the input's choice, and Python's recursion limit is not
+    stack: list[tuple[Any, Any]] = [(obj, root)]
+    while stack:
+        src, dst = stack.pop()
+        for k, v in (src.items() if isinstance(src, dict) else enumerate(src)):
+            if isinstance(v, str):
+                out: Any = resolve_text(v, attachments, unknown, budget)
+            elif isinstance(v, dict):
+                out = {}
+                stack.append((v, out))
+            elif isinstance(v, list | tuple):
+                out = [None] * len(v)
+                stack.append((v, out))
+            else:
+                out = v
+            dst[k] = out
+    return root
 
 
 def resolve_text(
-    text: str, attachments: Mapping[str, str], unknown: set[str] | None = None
+    text: str, attachments: Mapping[str, str], unknown: set[str] | None = None,
+    budget: Expansion | None = None,
 ) -> str:
-    """One string with every attachment reference in it replaced."""
+    """One string with every attachment reference in it replaced (within ``budget``)."""
+    def fits(value: str) -> bool:
+        return budget is None or budget.take(value)
+
     if text.startswith(_LEGACY_PROTOCOL):
         key = text[len(_LEGACY_PROTOCOL):]
-        if key in attachments:
+        if key in attachments and fits(attachments[key]):
             return attachments[key]
     if ATTACHMENT_PROTOCOL not in text:
         return text
     if text.startswith(ATTACHMENT_PROTOCOL):  # the common whole-string case
         key = text[len(ATTACHMENT_PROTOCOL):]
         if key in attachments:
-            return attachments[key]
+            return attachments[key] if fits(attachments[key]) else text
 
     def replace(match: re.Match[str]) -> str:
         key = match.group(1)
         if key in attachments:
-            return attachments[key]
+            return attachments[key] if fits(attachments[key]) else match.group(0)
         # an embedded hash may run straight into following alphanumeric text
         if len(key) > _HASH_LEN and key[:_HASH_LEN] in attachments:
-            return attachments[key[:_HASH_LEN]] + key[_HASH_LEN:]
+            value = attachments[key[:_HASH_LEN]]
+            return value + key[_HASH_LEN:] if fits(value) else match.group(0)
         if unknown is not None:
             unknown.add(key[:_HASH_LEN] if len(key) > _HASH_LEN else key)
         return match.group(0)

@@ -131,6 +131,18 @@ def _check_output(path: str | None, hint: str) -> None:
         raise click.BadParameter(f"{path} is not writable", param_hint=hint)
 
 
+def _check_limits() -> None:
+    """An override of a limit (``INSPECT_WATCH_MAX_…``, README "Limits") that is not a
+    positive number is bad input, said before the watch starts."""
+    from watcher.limits import LimitError, check
+
+    try:
+        check()
+    except LimitError as e:
+        click.echo(f"inspect-watch: {e}", err=True)
+        sys.exit(2)
+
+
 def _check_log_dir(log_dir: str | None) -> None:
     """A local ``--log-dir`` must exist: an empty scan of a mistyped path looks like a
     clean run."""
@@ -343,6 +355,7 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
         raise click.BadParameter("parallel scans read logs: use it with --log-dir and --once",
                                  param_hint="--jobs")
     _check_log_dir(log_dir)
+    _check_limits()
     for path, hint in ((output, "--output"), (summary_md, "--summary"),
                        (summary_html, "--html")):
         _check_output(path, hint)
@@ -442,13 +455,18 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
     from watcher.record import RecordError, record_sample
 
     _check_output(output, "--output")
+    _check_limits()
 
     try:
-        pages = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)
+        recorded = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)
     except RecordError as e:
         click.echo(f"inspect-watch record: {e}", err=True)
         sys.exit(3)
-    click.echo(f"recorded {pages} pages to {output}")
+    if recorded.partial:
+        click.echo(f"recorded {recorded.pages} pages to {output}: partial, the sample was "
+                   "still running (replay reads it to its end)")
+    else:
+        click.echo(f"recorded {recorded.pages} pages to {output}")
 
 
 @main.command()
@@ -469,13 +487,17 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
     from watcher.reporters.jsonl import summary_from_jsonl
 
     _check_output(output, "--output")
+    skipped: list[str] = []
     try:
-        summary = summary_from_jsonl(list(files))
+        summary = summary_from_jsonl(list(files), skipped)
     except Exception as e:  # noqa: BLE001 - fsspec backends raise their own types
         what = getattr(e, "filename", None) or " ".join(files)
         click.echo(f"inspect-watch report: cannot read {what}: "
                    f"{getattr(e, 'strerror', None) or f'{type(e).__name__}: {e}'}", err=True)
         sys.exit(3)
+    if skipped:  # the report shows the rest, and says so in its notices
+        click.echo(f"inspect-watch report: skipped {len(skipped)} malformed record(s); "
+                   f"first: {skipped[0]}", err=True)
     summary = with_logs(summary, read=read_logs, max_logs=max_logs)
     cls = REPORTERS[fmt]
     rep = cls(output) if output else cls(stream=sys.stdout)  # type: ignore[call-arg]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from watcher.discovery import list_servers
 from watcher.events import Tier
@@ -11,6 +11,14 @@ from watcher.sources.base import Source, SourceError, TaskInfo
 
 class RecordError(Exception):
     """The sample could not be found or read."""
+
+
+class Recorded(NamedTuple):
+    """What ``record`` wrote: its page count, and whether the sample had not ended
+    yet (a partial recording: replay reads it to its end and stops there)."""
+
+    pages: int
+    partial: bool
 
 
 def _find(sources: list[Source], task: str) -> tuple[Source, TaskInfo]:
@@ -25,8 +33,8 @@ def _find(sources: list[Source], task: str) -> tuple[Source, TaskInfo]:
 
 
 def record_sample(task: str, sample_id: str, epoch: int, output: str, *, tier: Tier = "content",
-                  log_dir: str | None = None) -> int:
-    """Page the sample from its start to now (or its end); returns the page count."""
+                  log_dir: str | None = None) -> Recorded:
+    """Page the sample from its start to now (or its end)."""
     from watcher.sources.replay import write_recording
 
     sources: list[Source] = []
@@ -48,10 +56,12 @@ def record_sample(task: str, sample_id: str, epoch: int, output: str, *, tier: T
             if page.done or not page.next or page.next == cursor:
                 break
             cursor = page.next
+        partial = not (pages and pages[-1]["done"])
         header = {"task": info.task, "task_id": info.task_id, "eval_id": info.eval_id,
-                  "model": info.model, "sample_id": sample_id, "epoch": epoch, "tier": tier}
+                  "model": info.model, "sample_id": sample_id, "epoch": epoch, "tier": tier,
+                  "partial": partial}
         write_recording(output, header, pages)
-        return len(pages)
+        return Recorded(len(pages), partial)
     except SourceError as e:
         raise RecordError(str(e)) from e
     finally:

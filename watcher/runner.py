@@ -12,6 +12,7 @@ are only ever touched from one place.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -24,6 +25,8 @@ from typing import Any
 from watcher.engine import Engine, RunContext, SampleStatus
 from watcher.findings import Finding, Notice, SampleRef
 from watcher.sources.base import (
+    BadResponse,
+    LimitExceeded,
     NotFound,
     ProcessGone,
     SampleListing,
@@ -89,6 +92,17 @@ class RunOptions:
 # (ask the eval) at least this often, for status changes and attempts
 LISTING_EVERY_WITH_BUFFER = 3.0
 
+# A sample whose events cannot be read is tried again after a pause that doubles (up to
+# RETRY_CAP seconds), and given up (an ``unreadable`` notice; the watch goes on) after
+# READ_ATTEMPTS failed polls once nothing more can come: its row is final, the source is
+# a file, or the watch is a --once. A running live sample is tried for as long as it runs.
+# Logs and recordings do not change between two polls of one --once: one failure is final.
+READ_ATTEMPTS = 3
+RETRY_CAP = 30.0
+# a finished sample that the eval does not find (404) is usually between the eval's
+# memory and its log (flushed in batches under load): it is looked for this many times
+NOT_FOUND_ATTEMPTS = 5
+
 
 def _moved(prev: SampleRow, row: SampleRow, recent: float) -> bool:
     """Whether a row of a full listing shows anything since the previous listing."""
@@ -129,10 +143,23 @@ class TaskWatcher:
         # its running samples' transcripts are read without asking the eval (the sample
         # buffer): then the source's requests to the eval need not hold up a cycle
         self.buffered = False
+        # samples whose last reads failed: how many in a row, and when to try again
+        self.read_failures: dict[tuple[str, int], int] = {}
+        self.retry_at: dict[tuple[str, int], float] = {}
+        self.unreadable: set[tuple[str, int]] = set()  # given up on: reported, counted
+        self.task_failures = 0  # cycles in a row whose listing failed
+        self.failed = False  # the task's log could not be read: given up
+
+    @property
+    def retrying(self) -> bool:
+        """Some sample's read failed and is still to be tried again."""
+        return any(not self.streams[k].done for k in self.read_failures if k in self.streams)
 
     @property
     def finished(self) -> bool:
-        """The task is complete and every sample stream has drained."""
+        """The task is complete and every sample stream has drained (or it was given up)."""
+        if self.failed:
+            return True
         if not self.task.finished or self.as_of is None:
             return False
         return all(s.done for s in self.streams.values())
@@ -190,6 +217,8 @@ class TaskWatcher:
             if stream.done:
                 continue
             row = self.rows.get(key)
+            if self.retry_at.get(key, 0.0) > now:
+                continue  # its last read failed: wait before the next attempt
             if (key in changed or (row is not None and row.terminal) or self.opts.once
                     or stream.behind
                     or (now - self.last_polled.get(key, 0.0) >= self.opts.resync_every
@@ -202,15 +231,13 @@ class TaskWatcher:
         # reads in parallel (each stream touched by one thread; the source caps requests
         # in flight); each result is evaluated on this thread as soon as it arrives: under
         # a busy eval a poll's reads can take many seconds, and a finding must not wait
-        # for the slowest of them
-        failure: SourceError | None = None
+        # for the slowest of them. A read that failed is that sample's alone: the others
+        # are applied, and it is tried again later or given up (see READ_ATTEMPTS)
         for (key, stream), result in self._fetched(due, now):
             if isinstance(result, SourceError) and not isinstance(result, NotFound):
-                failure = failure or result  # apply every read that worked first
+                self._read_failed(key, stream, result, now)
                 continue
             self._poll(key, stream, now, result)
-        if failure is not None:
-            raise failure
         for key, stream in self.streams.items():
             if not stream.done:
                 self._tick(key, stream, now)
@@ -254,10 +281,7 @@ class TaskWatcher:
                                      StreamItem | SourceError]]:
         """Each due stream with its read, in the order the reads complete."""
         def fetch(stream: SampleStream) -> StreamItem | SourceError:
-            try:
-                return stream.poll(self.source, now)
-            except SourceError as e:
-                return e
+            return _read(stream, self.source, now)
 
         if len(due) <= 1 or self.pool is None:
             for item in due:
@@ -342,23 +366,73 @@ class TaskWatcher:
         self.notice("attempt", f"sample {key[0]} epoch {key[1]} started attempt {attempt}", key,
                     attempt=attempt)
 
+    def _read_failed(self, key: tuple[str, int], stream: SampleStream, error: SourceError,
+                     now: float, final: bool = False) -> None:
+        """A read of one sample failed: try it again later, or give it up with a notice.
+
+        Never raises: one sample that cannot be read (invalid JSON in a log, a server
+        that answers 500 for it) must neither stop the others nor keep a --once going.
+        """
+        stream.behind = False  # nothing was read: not a backlog to read at once
+        self.last_polled[key] = now
+        failures = self.read_failures[key] = self.read_failures.get(key, 0) + 1
+        row = self.rows.get(key)
+        terminal = row is not None and row.terminal
+        static = self.source.name in ("logs", "replay")
+        if isinstance(error, NotFound):
+            if not terminal:
+                self.read_failures.pop(key, None)  # not started, or not yet listed
+                return
+            give_up = final or static or failures >= (
+                READ_ATTEMPTS if self.opts.once else NOT_FOUND_ATTEMPTS)
+            if give_up:
+                self.notice("gap", f"sample {key[0]} epoch {key[1]} finished but its events "
+                            "could not be read", key, reason=str(error))
+                self._forget_failures(key)
+                self._finish(key, stream, now)
+                return
+        else:
+            attempts = 1 if static and self.opts.once else READ_ATTEMPTS
+            if final or isinstance(error, LimitExceeded) or (
+                    failures >= attempts and (terminal or static or self.opts.once)):
+                self._give_up(key, stream, error, now)
+                return
+            if failures == 1:
+                self.notice("source_error", f"sample {key[0]} epoch {key[1]}: events could "
+                            f"not be read ({error}); trying again", key,
+                            transient=error.transient)
+        self.retry_at[key] = now + min(RETRY_CAP, self.opts.poll * 2 ** (failures - 1))
+
+    def _give_up(self, key: tuple[str, int], stream: SampleStream, error: SourceError,
+                 now: float) -> None:
+        """Stop reading a sample that cannot be read: said once, counted, never lost
+        silently (it is not marked finished in the state: a later run tries again)."""
+        self.notice("unreadable", f"sample {key[0]} epoch {key[1]}: its events could not be "
+                    f"read ({error}); the rules saw {stream.delivered} of its events", key,
+                    scope="sample", reason=str(error), log=self.task.log_location)
+        self.unreadable.add(key)
+        self._forget_failures(key)
+        stream.done = True
+        stream.in_flight.clear()
+        self._findings(self.watches[key].finalize(now))
+        row = self.rows.get(key)
+        if row is not None and row.terminal:
+            self._close(key)
+
+    def _forget_failures(self, key: tuple[str, int]) -> None:
+        self.read_failures.pop(key, None)
+        self.retry_at.pop(key, None)
+
     def _poll(self, key: tuple[str, int], stream: SampleStream, now: float,
-              result: StreamItem | SourceError | None = None) -> None:
+              result: StreamItem | SourceError | None = None, final: bool = False) -> None:
         self.last_polled[key] = now
         if result is None:
-            try:
-                result = stream.poll(self.source, now)
-            except SourceError as e:
-                result = e
-        if isinstance(result, NotFound):
-            row = self.rows.get(key)
-            if row is not None and row.terminal:
-                self.notice("gap", f"sample {key[0]} epoch {key[1]} finished but its events "
-                            "could not be read", key)
-                self._finish(key, stream, now)
-            return
+            result = _read(stream, self.source, now)
         if isinstance(result, SourceError):
-            raise result
+            self._read_failed(key, stream, result, now, final=final)
+            return
+        if key in self.read_failures:
+            self._forget_failures(key)
         item = result
         watch = self.watches[key]
         events = item.events
@@ -398,6 +472,15 @@ class TaskWatcher:
         )
         self._findings(self.watches[key].tick(now, status))
 
+    def give_up_task(self, error: SourceError) -> None:
+        """The task's log cannot be read (any more): say so once, end its samples."""
+        self.failed = True
+        where = self.task.log_location or self.task.task
+        text = str(error) if where in str(error) else f"{where}: {error}"
+        self.notice("unreadable", f"log could not be read: {text}", scope="log",
+                    log=self.task.log_location, reason=str(error))
+        self.finalize_all("its log could not be read")
+
     def finalize_all(self, reason: str) -> None:
         """The source is gone: end every open sample with a notice."""
         now = time.time()
@@ -410,6 +493,23 @@ class TaskWatcher:
     def _findings(self, findings: list[Finding]) -> None:
         for f in findings:
             self.emit(f)
+
+
+def _read(stream: SampleStream, source: Source, now: float) -> StreamItem | SourceError:
+    """One poll of a stream; a failure as a value.
+
+    Anything the source or the event normalisation raises on hostile input (a
+    ``RecursionError`` from arguments nested 900 deep, a ``ValueError`` from a
+    5,000-digit integer) is that sample's read failing, not the watch's: it must not
+    end the reader thread, which would lose every other sample and log.
+    """
+    try:
+        return stream.poll(source, now)
+    except SourceError as e:
+        return e
+    except Exception as e:  # noqa: BLE001 - hostile input, see above
+        stream.behind = False
+        return BadResponse(f"{type(e).__name__}: {e}")
 
 
 class SourceWatcher:
@@ -432,11 +532,13 @@ class SourceWatcher:
                      if reads > 1 else None)
         self.gone = False
         self.finished = False
+        self.failed: str | None = None  # the reader stopped on an internal error
         self.cycles = 0
         self.behind = False
         self._all_done_since: float | None = None
         self.last_poll_at: float | None = None
         self._failures = 0
+        self.reached = False  # the source answered at least once
         self._infos: list[TaskInfo] | None = None
         self._infos_next: Future[list[TaskInfo]] | None = None
 
@@ -469,6 +571,8 @@ class SourceWatcher:
         now = time.time()
         try:
             infos = self._task_infos()
+            self.reached = True
+            failure: SourceError | None = None
             for info in infos:
                 if not self.opts.selector.task_matches(info):
                     continue
@@ -482,13 +586,22 @@ class SourceWatcher:
                     for stream in tw.streams.values():
                         stream.task = info
                 if not tw.finished:
-                    tw.cycle(now)
+                    try:
+                        tw.cycle(now)
+                        tw.task_failures = 0
+                    except ProcessGone:
+                        raise
+                    except SourceError as e:  # this task's alone: the others go on
+                        tw.task_failures += 1
+                        if self.source.name in ("logs", "replay") and not e.transient and (
+                                self.opts.once or tw.task_failures >= READ_ATTEMPTS):
+                            tw.give_up_task(e)  # a file that cannot be read: said, counted
+                        else:
+                            failure = failure or e
+            self._pop_notices(now)
+            if failure is not None:
+                raise failure
             self._failures = 0
-            # what a source noticed about its own input (e.g. a log's unresolvable
-            # attachment references: rules read those events without their text)
-            for message in getattr(self.source, "pop_notices", list)():
-                kind, text = message if isinstance(message, tuple) else ("gap", message)
-                self.emit(Notice(kind=kind, message=text, at=now))
         except ProcessGone as e:
             self._gone(str(e))
             return
@@ -503,10 +616,23 @@ class SourceWatcher:
         behind = self.behind = any(
             s.behind for t in self.tasks.values() for s in t.streams.values())
         all_done = bool(self.tasks) and all(t.finished for t in self.tasks.values())
-        if (self.opts.once and not behind) or (all_done and self._quiet_for(now)):
+        retrying = any(t.retrying for t in self.tasks.values())
+        if (self.opts.once and not behind and not retrying) or (
+                all_done and self._quiet_for(now)):
             self.finished = True
         if not all_done:
             self._all_done_since = None
+
+    def _pop_notices(self, now: float) -> None:
+        """What a source noticed about its own input: a log it could not read, a log's
+        unresolvable attachment references (rules read those events without their
+        text), a sample buffer turned off. ``(kind, message[, details])`` or a message."""
+        for message in getattr(self.source, "pop_notices", list)():
+            if not isinstance(message, tuple):
+                message = ("gap", message)
+            kind, text = message[0], message[1]
+            details = message[2] if len(message) > 2 else {}
+            self.emit(Notice(kind=kind, message=text, at=now, details=dict(details)))
 
     def _quiet_for(self, now: float) -> bool:
         """Every task is done: is this source finished, or may more tasks come?
@@ -534,6 +660,12 @@ class SourceWatcher:
         log does not have is reported, never silently dropped.
         """
         self.gone = True
+        if not self.reached:  # not one answer: nothing was read, and nothing lost here
+            self.emit(Notice(kind="process_gone", at=time.time(),
+                             message=f"{self.label}: eval process could not be reached "
+                                     f"({reason}); nothing was read from it",
+                             details={"reached": False}))
+            return
         abandoned = 0
         for tw in self.tasks.values():
             if any(not s.done for s in tw.streams.values()) and tw.task.log_location:
@@ -575,10 +707,8 @@ class SourceWatcher:
             if stream.done or last is None or not last.terminal:
                 continue
             for _ in range(10_000):
-                try:
-                    tw._poll(key, stream, time.time())
-                except SourceError:
-                    break
+                # the log is the last word: a read that fails now is given up
+                tw._poll(key, stream, time.time(), final=True)
                 if stream.done:
                     break
 
@@ -592,6 +722,15 @@ class SourceWatcher:
                     break
                 if not self.behind:  # a backlog is read at once, not one budget per poll
                     stop.wait(max(0.0, self.opts.poll - (time.monotonic() - started)))
+        except Exception as e:  # noqa: BLE001 - a bug must not end the watch as a clean one
+            self.failed = f"{type(e).__name__}: {e}"
+            self.emit(Notice(kind="unreadable", at=time.time(),
+                             message=f"{self.label}: reading stopped on an internal error "
+                                     f"({self.failed}); what it had not read is missing",
+                             details={"scope": "source", "reason": self.failed}))
+            for tw in self.tasks.values():
+                with contextlib.suppress(Exception):  # already reported above
+                    tw.finalize_all("reading stopped on an internal error")
         finally:
             if self.pool is not None:
                 self.pool.shutdown(wait=False)

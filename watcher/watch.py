@@ -465,6 +465,8 @@ class Watch:
                 self._route(item)
             if not self._interrupted:
                 self._say_if_nothing_matched()
+            if cfg.shard is None:  # a parallel scan's parent says it for all its workers
+                self._say_if_incomplete()
             self._flush(force=True)
             self._drain_alerts()
             if self.output_failed:
@@ -489,11 +491,32 @@ class Watch:
     def _source_failed(self) -> bool:
         return any(n.kind == "source_error" for n in self.notices)
 
+    def _unreadable(self) -> dict[str, int]:
+        """How many logs, samples (and whole sources) could not be read, by scope."""
+        counts: dict[str, int] = {}
+        for n in self.notices:
+            if n.kind == "unreadable":
+                scope = str(n.details.get("scope") or "sample")
+                counts[scope] = counts.get(scope, 0) + 1
+        return counts
+
+    def _say_if_incomplete(self) -> None:
+        """One closing notice counting what could not be read, so a summary, a CI log
+        and the JSONL all say the findings cover only part of the input."""
+        counts = self._unreadable()
+        if not counts:
+            return
+        words = {"log": "log(s)", "sample": "sample(s)", "source": "source(s)"}
+        parts = [f"{n} {words.get(scope, scope)}" for scope, n in sorted(counts.items())]
+        self._route(Notice(kind="incomplete", at=time.time(), details=dict(counts),
+                           message=f"{' and '.join(parts)} could not be read (see the "
+                                   "`unreadable` notices): the findings cover the rest"))
+
     def _say_if_nothing_matched(self) -> None:
         """A notice when the watch read nothing because nothing matched: an empty scan of a
         mistyped task or sample looks like a clean run."""
         cfg, sel = self.config, self.config.selector
-        if not self.runner.watchers or self._source_failed():
+        if not self.runner.watchers or self._source_failed() or self._unreadable():
             return  # no eval at all (its own notice) or a source that could not be read
         where = f"in {cfg.log_dir}" if cfg.log_dir else "in the watched evals"
         if not self._tasks_read():
@@ -516,6 +539,8 @@ class Watch:
         if code == EXIT_OK and (self.config.log_dir or self.config.replay) and (
                 self._source_failed() and not self._tasks_read()):
             code = EXIT_SOURCE  # nothing could be read: not a clean scan
+        if code == EXIT_OK and self._unreadable():
+            code = EXIT_SOURCE  # a log or a sample could not be read: not a clean scan
         if self._interrupted and not self.failed:
             code = EXIT_OUTPUT_CLOSED if self.output_closed else EXIT_INTERRUPTED
         if self.write_error is not None or self.state_error is not None:
@@ -579,6 +604,7 @@ class Watch:
         self._merged = RunSummary(tasks=tuple(tasks.values()), samples=tuple(samples.values()),
                                   findings=(), notices=(), log_dirs=(), log_files=(),
                                   started_at=self.started_at, ended_at=time.time())
+        self._say_if_incomplete()
         self._save()
         return self._result(jobs)
 

@@ -16,9 +16,10 @@ import math
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from watcher.findings import Finding, Notice, SampleRef
+from watcher.findings import CONFIDENCE_LEVELS, SEVERITY_LEVELS, Finding, Notice, SampleRef
 from watcher.reporters.base import Reporter, RunContext, RunSummary, fold_findings
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,13 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     file it is the normal sign of a writer caught mid-line (or killed); in the
     middle it means the file was damaged, which is worth a louder message.
     """
+    for _, rec in _numbered_records(path, None):
+        yield rec
+
+
+def _numbered_records(path: str | os.PathLike[str],
+                      skipped: list[str] | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`iter_records` with line numbers; ``skipped`` gets ``file:line: reason``."""
     p = os.fspath(path)
     with _open_text(p) as fh:
         lines = fh.read().split("\n")
@@ -161,28 +169,116 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
                 log.warning("%s: skipping truncated last line %d", p, i + 1)
             else:
                 log.warning("%s: skipping unparseable line %d", p, i + 1)
+            if skipped is not None:
+                skipped.append(f"{p}:{i + 1}: not a JSON object"
+                               + (" (truncated last line)" if i == last else ""))
             continue
-        yield rec
+        yield i + 1, rec
 
 
-def read_jsonl(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Finding], list[Notice]]:
-    """All finding snapshots (unfolded, in reading order) and distinct notices."""
+class MalformedRecord(ValueError):
+    """A record whose fields a report cannot render (a wrong type, a time out of range)."""
+
+
+def _time(value: Any, name: str) -> None:
+    """A unix time a report can print (finite, within the years ``datetime`` knows)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MalformedRecord(f"{name} is not a number: {value!r:.40}")
+    try:
+        datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError) as e:
+        raise MalformedRecord(f"{name} is not a time: {value!r:.40}") from e
+
+
+def _kind(value: Any, types: Any, name: str) -> None:
+    if value is not None and (isinstance(value, bool) and types is not bool
+                              or not isinstance(value, types)):
+        raise MalformedRecord(f"{name} has the wrong type: {value!r:.40}")
+
+
+def check_finding_record(d: dict[str, Any]) -> None:
+    """Raise :class:`MalformedRecord` for a finding record a report cannot render.
+
+    Findings files are read from other hosts and other versions, and may be damaged:
+    each field ``report`` uses is checked, so one bad record is skipped and counted
+    instead of costing the whole report (or a traceback half-way through writing it).
+    """
+    for name in ("id", "rule"):
+        if not isinstance(d.get(name), str) or not d[name]:
+            raise MalformedRecord(f"{name} is missing or not a string")
+    for name in ("title", "category", "summary", "confidence_reason", "handoff", "task",
+                 "task_id", "eval_id", "model", "status"):
+        if name in d and not isinstance(d[name], str):
+            raise MalformedRecord(f"{name} is not a string: {d[name]!r:.40}")
+    _kind(d.get("log_location"), str, "log_location")
+    if d.get("confidence", "low") not in CONFIDENCE_LEVELS:
+        raise MalformedRecord(f"unknown confidence {d.get('confidence')!r:.40}")
+    if d.get("severity", "warning") not in SEVERITY_LEVELS:
+        raise MalformedRecord(f"unknown severity {d.get('severity')!r:.40}")
+    for name in ("epoch", "attempt", "count", "episode"):
+        _kind(d.get(name), int, name)
+    score = d.get("score", 0.0)
+    _kind(score, int | float, "score")
+    if not math.isfinite(float(score or 0.0)):
+        raise MalformedRecord("score is not finite")
+    for name in ("first_seen", "last_seen"):
+        if name in d:
+            _time(d[name], name)
+    ev = d.get("evidence")
+    if ev is None:
+        return
+    if not isinstance(ev, dict):
+        raise MalformedRecord(f"evidence is a {type(ev).__name__}, not an object")
+    for name in ("event_uuids", "timestamps", "agent_text"):
+        _kind(ev.get(name), list, f"evidence.{name}")
+    for ts in ev.get("timestamps") or []:
+        _time(ts, "evidence.timestamps")
+    if not all(isinstance(t, str) for t in ev.get("agent_text") or []):
+        raise MalformedRecord("evidence.agent_text holds a non-string")
+    _kind(ev.get("facts"), dict, "evidence.facts")
+
+
+def check_notice_record(d: dict[str, Any]) -> None:
+    """Raise :class:`MalformedRecord` for a notice record a report cannot render."""
+    for name in ("notice", "message"):
+        _kind(d.get(name), str, name)
+    if d.get("at") is not None:
+        _time(d["at"], "at")
+    _kind(d.get("details"), dict, "details")
+    _kind(d.get("sample"), dict, "sample")
+    s = d.get("sample") or {}
+    for name in ("epoch", "attempt", "pid"):
+        _kind(s.get(name), int, f"sample.{name}")
+
+
+def read_jsonl(paths: Iterable[str | os.PathLike[str]],
+               skipped: list[str] | None = None) -> tuple[list[Finding], list[Notice]]:
+    """All finding snapshots (unfolded, in reading order) and distinct notices.
+
+    A record that does not parse or that a report could not render is skipped with
+    a warning, and ``file:line: reason`` is added to ``skipped`` when given.
+    """
     findings: list[Finding] = []
     notices: list[Notice] = []
     seen_notices: set[str] = set()  # two watchers of one eval report the same notice
     for path in paths:
-        for rec in iter_records(path):
+        for line, rec in _numbered_records(path, skipped):
             kind = rec.get("kind", "finding")
             try:
                 if kind == "finding":
+                    check_finding_record(rec)
                     findings.append(Finding.from_dict(rec))
                 elif kind == "notice":
+                    check_notice_record(rec)
                     key = dumps_line(rec)
                     if key not in seen_notices:
                         seen_notices.add(key)
                         notices.append(notice_from_dict(rec))
-            except (KeyError, TypeError, ValueError) as e:
-                log.warning("%s: skipping malformed %s record: %s", os.fspath(path), kind, e)
+            except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+                log.warning("%s:%s: skipping malformed %s record: %s", os.fspath(path), line,
+                            kind, e)
+                if skipped is not None:
+                    skipped.append(f"{os.fspath(path)}:{line}: {kind}: {e}")
     return findings, notices
 
 
@@ -196,7 +292,18 @@ def merge_findings(paths: Iterable[str | os.PathLike[str]]) -> list[Finding]:
     return fold_findings(findings)
 
 
-def summary_from_jsonl(paths: Iterable[str | os.PathLike[str]]) -> RunSummary:
-    """A :class:`RunSummary` from findings files alone (no eval logs needed)."""
-    findings, notices = read_jsonl(paths)
+def summary_from_jsonl(paths: Iterable[str | os.PathLike[str]],
+                       skipped: list[str] | None = None) -> RunSummary:
+    """A :class:`RunSummary` from findings files alone (no eval logs needed).
+
+    Records that were skipped (see :func:`read_jsonl`) are counted in a closing
+    ``skipped_records`` notice, so the report itself says it is not the whole file.
+    """
+    bad: list[str] = [] if skipped is None else skipped
+    findings, notices = read_jsonl(paths, bad)
+    if bad:
+        notices.append(Notice(kind="skipped_records", at=0.0,
+                              details={"skipped": len(bad), "first": bad[:5]},
+                              message=f"{len(bad)} malformed record(s) were skipped; the "
+                                      f"report shows the rest (first: {bad[0]})"))
     return RunSummary.from_findings(findings, notices)

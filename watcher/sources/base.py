@@ -42,6 +42,12 @@ class BadResponse(SourceError):
     """Malformed, truncated or unexpected data from the source."""
 
 
+class LimitExceeded(BadResponse):
+    """Input past a documented bound (:mod:`watcher.limits`): a response too large or
+    too slow, a log entry that inflates too far. Reported, never retried: the same
+    read would break the same bound."""
+
+
 @dataclass
 class TaskInfo:
     """One task of one eval (a row of ``GET /tasks``, or a log file's header)."""

@@ -5,7 +5,9 @@ an ``inspect ctl`` process costs over a second of CPU. It never imports
 inspect_ai. A busy eval can stall a read for seconds (the server shares the
 eval's event loop), so timeouts and 503s are retried with jittered backoff, at
 most ``max_in_flight`` requests run at once per process, and a refused
-connection or vanished socket means the process is gone.
+connection or vanished socket means the process is gone. A response past the
+size or total-time bound (:mod:`watcher.limits`) is :class:`LimitExceeded`, not
+retried.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import threading
 import time
 from typing import Any
 
+from watcher import limits
 from watcher.discovery import ControlServer
 from watcher.events import Tier
 from watcher.sources.base import (
     BadResponse,
     EventPage,
+    LimitExceeded,
     NotFound,
     ProcessGone,
     SampleListing,
@@ -30,7 +34,7 @@ from watcher.sources.base import (
     TaskInfo,
     sample_row,
 )
-from watcher.sources.uds import UdsClient
+from watcher.sources.uds import ResponseLimit, UdsClient
 
 try:  # faster for the larger pages; anything it refuses (NaN) is retried with json
     from orjson import loads as _fast_loads
@@ -59,7 +63,9 @@ class HttpSource:
         # request wait its turn, so reads in flight set how many samples a poll covers
         self.parallel_reads = max_in_flight
         self._gate = threading.BoundedSemaphore(max_in_flight)
-        self._client = UdsClient(str(server.socket_path), timeout=timeout, connect_timeout=2.0)
+        self._client = UdsClient(str(server.socket_path), timeout=timeout, connect_timeout=2.0,
+                                 total_timeout=limits.REQUEST_TIME.value(),
+                                 max_bytes=limits.RESPONSE_SIZE.value())
         self.requests = 0
 
     # -- transport ---------------------------------------------------------
@@ -77,6 +83,10 @@ class HttpSource:
                     status, body = self._client.get(path, clean)
             except (FileNotFoundError, ConnectionRefusedError) as e:
                 raise ProcessGone(f"pid {self.server.pid}: {e}") from e
+            except ResponseLimit as e:
+                env = (limits.RESPONSE_SIZE if e.size else limits.REQUEST_TIME).env
+                raise LimitExceeded(f"pid {self.server.pid}: {path}: {e} ({env} raises "
+                                    "it)") from e
             except TimeoutError as e:
                 last = SourceBusy(f"pid {self.server.pid}: {path} timed out")
                 last.__cause__ = e

@@ -37,11 +37,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from watcher.attachments import resolve_attachments
+from watcher import limits
+from watcher.attachments import Expansion, resolve_attachments
 from watcher.events import PROMPT_KEY, Tier
 from watcher.sources.base import (
     BadResponse,
     EventPage,
+    LimitExceeded,
     NotFound,
     SampleListing,
     SampleRow,
@@ -209,9 +211,14 @@ class LogSource:
     """Inspect logs as a :class:`Source`.
 
     ``log_dir`` may be a directory (searched recursively), one log file, or a
-    URL. An unreadable log in a directory is skipped and recorded in
-    :attr:`unreadable` (one corrupt file must not hide the others) unless
-    ``strict``; a single unreadable file always raises :class:`BadResponse`.
+    URL. An unreadable log in a directory is skipped, recorded in
+    :attr:`unreadable` and reported once as an ``unreadable`` notice naming the
+    file and the reason (one corrupt file must not hide the others, nor pass
+    unsaid) unless ``strict``; a single unreadable file always raises
+    :class:`BadResponse`. Logs are untrusted input: a sample whose JSON does not
+    parse, nests too deep or inflates past :data:`~watcher.limits.LOG_ENTRY_SIZE`
+    is a :class:`BadResponse` naming the file and sample, and attachment
+    references expand by at most :data:`~watcher.limits.EXPANSION_SIZE` per event.
     """
 
     name = "logs"
@@ -227,7 +234,9 @@ class LogSource:
         self._logs: dict[str, _LogEntry] = {}
         self._samples: OrderedDict[tuple[str, str, int, bool], _ParsedSample] = OrderedDict()
         self._json_logs: OrderedDict[str, Any] = OrderedDict()
-        self._notices: list[str] = []
+        self._notices: list[str | tuple[str, str, dict[str, Any]]] = []
+        self.max_entry = limits.LOG_ENTRY_SIZE.value()
+        self.max_expansion = limits.EXPANSION_SIZE.value()
         # reading a local log is CPU work under the GIL: read one sample at a time
         # (parallel scans use processes: --jobs); remote reads wait on the network
         self.parallel_reads = 1 if _local_path(log_dir) is not None else 4
@@ -267,6 +276,10 @@ class LogSource:
             except BadResponse as ex:
                 if self.strict or self._single_file():
                     raise
+                if self.unreadable.get(info.name) != str(ex):  # said once per fault
+                    self._notices.append(("unreadable", f"log could not be read: {ex}",
+                                          {"scope": "log", "log": info.name,
+                                           "reason": str(ex)}))
                 self.unreadable[info.name] = str(ex)
         for gone in set(self._logs) - seen:
             self._forget(gone)
@@ -299,6 +312,10 @@ class LogSource:
         except BadResponse:
             self._forget(location)
             raise
+        except Exception as ex:  # summaries of the wrong shape
+            self._forget(location)
+            raise BadResponse(f"{location}: unreadable sample summaries: "
+                              f"{type(ex).__name__}: {ex}") from ex
         return entry
 
     def _forget(self, location: str) -> None:
@@ -337,9 +354,13 @@ class LogSource:
                 raise
             except Exception as ex:
                 raise BadResponse(f"{entry.location}: unreadable sample summaries: {ex}") from ex
+            try:
+                entry.ids = {(str(_get(s, "id")), int(_get(s, "epoch"))): _get(s, "id")
+                             for s in summaries}
+            except (TypeError, ValueError) as ex:
+                raise BadResponse(f"{entry.location}: unreadable sample summaries: "
+                                  f"{type(ex).__name__}: {ex}") from ex
             entry.summaries = list(summaries)
-            entry.ids = {(str(_get(s, "id")), int(_get(s, "epoch"))): _get(s, "id")
-                         for s in entry.summaries}
         return entry.summaries
 
     def _json_log(self, location: str) -> Any:
@@ -366,7 +387,13 @@ class LogSource:
         activity time could drop it for good.
         """
         entry = self._entry_for(task)
-        rows = [sample_row(summary_row(s)) for s in self._summaries(entry)]
+        try:
+            rows = [sample_row(summary_row(s)) for s in self._summaries(entry)]
+        except SourceError:
+            raise
+        except Exception as ex:  # summaries of the wrong shape
+            raise BadResponse(f"{entry.location}: unreadable sample summaries: "
+                              f"{type(ex).__name__}: {ex}") from ex
         rows.sort(key=lambda r: (r.raw.get("started_at") or 0.0, r.sample_id, r.epoch))
         return SampleListing(as_of=time.time(), samples=rows)
 
@@ -389,9 +416,26 @@ class LogSource:
         next_offset = offset + len(scanned)
         wanted = None if types is None or types & {"all", "*"} else types
         unknown: set[str] = set()
-        out = [_resolved(e if tier == "full" else _light(e, parsed.pool), parsed.attachments,
-                         unknown)
-               for e in scanned if wanted is None or e.get("event") in wanted]
+        cut = 0
+        out = []
+        try:
+            for e in scanned:
+                if wanted is None or e.get("event") in wanted:
+                    budget = Expansion(self.max_expansion)
+                    out.append(_resolved(e if tier == "full" else _light(e, parsed.pool),
+                                         parsed.attachments, unknown, budget))
+                    cut += budget.exceeded > 0
+        except Exception as ex:  # attachments of the wrong type, and the like
+            raise BadResponse(f"{task.log_location}: unreadable sample {sample_id}/{epoch}: "
+                              f"{type(ex).__name__}: {ex}") from ex
+        if cut:
+            mb = self.max_expansion / limits.MB
+            self._notices.append((
+                "limit", f"{task.log_location} sample {sample_id} epoch {epoch}: attachment "
+                f"references in {cut} event(s) expand past {mb:g} MB; the rest are left "
+                f"unresolved (rules read those events without that text; "
+                f"{limits.EXPANSION_SIZE.env} raises the limit)",
+                {"limit": limits.EXPANSION_SIZE.env, "events": cut}))
         if unknown:
             self._notices.append(
                 f"{task.log_location} sample {sample_id} epoch {epoch}: "
@@ -401,8 +445,9 @@ class LogSource:
         return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset),
                          done=next_offset >= len(parsed.events))
 
-    def pop_notices(self) -> list[str]:
-        """Notices (unresolvable attachments) gathered since the last call."""
+    def pop_notices(self) -> list[str | tuple[str, str, dict[str, Any]]]:
+        """Notices gathered since the last call: unreadable logs, unresolvable or
+        over-limit attachments."""
         notices, self._notices = self._notices, []
         return notices
 
@@ -420,11 +465,18 @@ class LogSource:
         sid = entry.ids[(sample_id, epoch)]
         # below the full tier a model event's input and call are never read: the sample's
         # JSON straight from the .eval zip serves, without Inspect's (slow) validation
-        fast = None if full else read_eval_zip_sample(entry.location, sid, epoch)
-        if fast is not None:
-            parsed = parse_sample_json(fast, epoch)
-        else:
-            parsed = parse_sample(self._read_sample(entry, sid, epoch), epoch)
+        fast = (None if full else
+                read_eval_zip_sample(entry.location, sid, epoch, self.max_entry))
+        try:
+            if fast is not None:
+                parsed = parse_sample_json(fast, epoch)
+            else:
+                parsed = parse_sample(self._read_sample(entry, sid, epoch), epoch)
+        except SourceError:
+            raise
+        except Exception as ex:  # hostile JSON: wrong shapes, nesting past any stack
+            raise BadResponse(f"{entry.location}: unreadable sample {sid}/{epoch}: "
+                              f"{type(ex).__name__}: {ex}") from ex
         self._samples[key] = parsed
         while len(self._samples) > self.cache_size:
             self._samples.popitem(last=False)
@@ -438,6 +490,8 @@ class LogSource:
             raise NotFound(f"{entry.location}: no sample {sid} epoch {epoch}")
         from inspect_ai.log import read_eval_log_sample
 
+        # Inspect's reader inflates the whole entry: check its size first
+        _zip_entry_size(entry.location, f"samples/{sid}_epoch_{epoch}.json", self.max_entry)
         try:
             return read_eval_log_sample(entry.location, sid, epoch, resolve_attachments=False)
         except Exception as ex:
@@ -457,7 +511,7 @@ _HEAVY_KEYS = {"model": frozenset({"input", "input_refs", "call", "config", "too
 
 
 def _resolved(e: dict[str, Any], attachments: dict[str, str],
-              unknown: set[str]) -> dict[str, Any]:
+              unknown: set[str], budget: Expansion | None = None) -> dict[str, Any]:
     """``resolve_attachments(e)``, skipped for an event that holds no reference.
 
     Walking an event in Python costs far more than serialising it in C and looking
@@ -471,7 +525,7 @@ def _resolved(e: dict[str, Any], attachments: dict[str, str],
             blob = b"attachment://"
         if b"attachment://" not in blob and b"tc://" not in blob:
             return e
-    return resolve_attachments(e, attachments, unknown)  # type: ignore[no-any-return]
+    return resolve_attachments(e, attachments, unknown, budget)  # type: ignore[no-any-return]
 
 
 def _light(e: dict[str, Any], pool: list[Any] | None = None) -> dict[str, Any]:
@@ -543,15 +597,40 @@ class _LockedZip:
     def __init__(self, z: Any) -> None:
         self._z = z
 
-    def read(self, name: str) -> bytes:
+    def read(self, name: str, limit: float | None = None) -> bytes:
+        """An entry's bytes; past ``limit`` (checked before inflating, then while
+        inflating: the declared size may lie) :class:`EntryTooLarge`."""
         with _ZIPS_LOCK:
-            data: bytes = self._z.read(name)
+            if limit is None:
+                data: bytes = self._z.read(name)
+                return data
+            size = self._z.getinfo(name).file_size
+            if size > limit:
+                raise EntryTooLarge(name, size, limit)
+            with self._z.open(name) as fh:
+                data = fh.read(int(limit) + 1)
+        if len(data) > limit:
+            raise EntryTooLarge(name, len(data), limit)
         return data
 
+    def size(self, name: str) -> int:
+        with _ZIPS_LOCK:
+            return int(self._z.getinfo(name).file_size)
 
-def read_eval_zip_sample(location: str, sid: Any, epoch: int) -> dict[str, Any] | None:
+
+class EntryTooLarge(LimitExceeded):
+    """A log's zip entry inflates past the limit (a zip bomb, or a limit set too low)."""
+
+    def __init__(self, name: str, size: float, limit: float) -> None:
+        super().__init__(f"{name} inflates to {size / limits.MB:.1f} MB or more, over the "
+                         f"{limit / limits.MB:g} MB limit ({limits.LOG_ENTRY_SIZE.env} "
+                         "raises it); not read")
+
+
+def read_eval_zip_sample(location: str, sid: Any, epoch: int,
+                         limit: float | None = None) -> dict[str, Any] | None:
     """A local ``.eval`` sample's stored JSON, or ``None`` (then Inspect's reader is used)."""
-    data = _zip_json(location, f"samples/{sid}_epoch_{epoch}.json")
+    data = _zip_json(location, f"samples/{sid}_epoch_{epoch}.json", limit)
     if not isinstance(data, dict) or not isinstance(data.get("events"), list):
         return None
     return data
@@ -629,16 +708,20 @@ def _scores(scores: Any) -> dict[str, float]:
     return out
 
 
-def _zip_json(location: str, name: str) -> Any:
+def _zip_json(location: str, name: str, limit: float | None = None) -> Any:
     """A JSON document stored in a local ``.eval`` zip, or ``None`` (not there, not a
     local ``.eval``, or unreadable: the caller then asks Inspect's reader).
 
     An ``.eval`` log is a zip of JSON documents (zstd-compressed in newer versions;
-    the ``zipfile-zstd`` package Inspect depends on teaches ``zipfile`` that).
+    the ``zipfile-zstd`` package Inspect depends on teaches ``zipfile`` that). An
+    entry larger than ``limit`` (default :data:`~watcher.limits.LOG_ENTRY_SIZE`)
+    raises :class:`EntryTooLarge`: Inspect's reader would inflate it whole.
     """
     path = _local_path(location)
     if path is None or not path.endswith(".eval"):
         return None
+    if limit is None:
+        limit = limits.LOG_ENTRY_SIZE.value()
     try:
         import zipfile
 
@@ -646,10 +729,23 @@ def _zip_json(location: str, name: str) -> Any:
             import zipfile_zstd  # noqa: F401  (registers zstd with zipfile)
         except ImportError:
             pass
-        return _loads(_open_zip(path).read(name))
+        return _loads(_open_zip(path).read(name, limit))
     except (OSError, KeyError, ValueError, NotImplementedError, RuntimeError,
             zipfile.BadZipFile):
         return None
+
+
+def _zip_entry_size(location: str, name: str, limit: float) -> None:
+    """Raise :class:`EntryTooLarge` if a local ``.eval``'s entry is over ``limit``."""
+    path = _local_path(location)
+    if path is None or not path.endswith(".eval"):
+        return
+    try:
+        size = _open_zip(path).size(name)
+    except Exception:  # noqa: BLE001 - not there, not a zip: Inspect's reader says so
+        return
+    if size > limit:
+        raise EntryTooLarge(name, size, limit)
 
 
 def _task_info_json(header: dict[str, Any], location: str) -> TaskInfo:
@@ -731,5 +827,7 @@ def iter_log_samples(log_dir: str) -> Iterator[tuple[TaskInfo, SampleRow, list[d
         for row in source.samples(task).samples:
             parsed = source._parsed(task, row.sample_id, row.epoch)
             source._samples.clear()
-            events = [resolve_attachments(e, parsed.attachments) for e in parsed.events]
+            events = [resolve_attachments(e, parsed.attachments,
+                                          budget=Expansion(source.max_expansion))
+                      for e in parsed.events]
             yield task, row, events

@@ -10,9 +10,10 @@ Recording format (schema 1), one JSON object per line, written by
     {"kind": "page", "events": [ … ], "next": "<server cursor>", "done": true}
 
 * ``header`` names one sample of one task and the tier its events were
-  served at. A file may hold several recordings back to back: each header
-  starts a new one. Recordings sharing an ``eval_id`` (in one file or across
-  files) form one task.
+  served at; ``"partial": true`` says the sample had not ended when it was
+  recorded (``record`` of a live sample). A file may hold several
+  recordings back to back: each header starts a new one. Recordings sharing
+  an ``eval_id`` (in one file or across files) form one task.
 * ``page`` lines are event pages exactly as the control channel served them,
   in order. Replay serves them one page per call, as recorded (``limit`` does
   not re-page them); the last page is always ``done`` because nothing more
@@ -20,6 +21,11 @@ Recording format (schema 1), one JSON object per line, written by
 * ``row`` lines (optional) are sample-listing rows as served; the last row
   for a sample wins. Without one, a row is synthesised (``completed`` if the
   last page was ``done``, else ``running``).
+
+A replay ends at the end of its input: a recording whose last page is not
+``done`` (taken mid-sample) is replayed to its end, its task reads as
+finished (status ``partial``: nothing more will ever arrive) and a ``partial``
+notice says so, where a live watch would wait for the rest.
 
 The simpler fixture shape is also accepted: a file whose lines are each one
 event dict (no ``kind``) is one synthetic task (named after the file) with one
@@ -203,17 +209,30 @@ class ReplaySource:
         self.paths = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
         self._recordings: dict[tuple[str, str, int], Recording] = {}
         self._order: list[str] = []
+        self._notices: list[tuple[str, str]] = []
         for path in self.paths:
             for rec in read_recordings(path):
                 self._recordings[rec.key] = rec
                 if rec.key[0] not in self._order:
                     self._order.append(rec.key[0])
+                if not (rec.pages and rec.pages[-1].done):
+                    _, sid, epoch = rec.key
+                    self._notices.append((
+                        "partial", f"{path}: the recording of sample {sid} epoch {epoch} "
+                        "ends before the sample did (it was recorded while running); "
+                        "replayed to the end of the file"))
+
+    def pop_notices(self) -> list[tuple[str, str]]:
+        """``(kind, message)`` of each partial recording, said once."""
+        notices, self._notices = self._notices, []
+        return notices
 
     def _for_task(self, eval_id: str) -> list[Recording]:
         return [r for k, r in self._recordings.items() if k[0] == eval_id]
 
     def tasks(self) -> list[TaskInfo]:
-        """One task per ``eval_id``, in first-seen order; finished once every sample is."""
+        """One task per ``eval_id``, in first-seen order. Always finished: a recording
+        holds all it ever will (``partial`` when a sample was recorded mid-way)."""
         out: list[TaskInfo] = []
         for eval_id in self._order:
             recs = self._for_task(eval_id)
@@ -222,7 +241,7 @@ class ReplaySource:
             out.append(TaskInfo(
                 eval_id=eval_id, task=str(h.get("task") or eval_id),
                 task_id=str(h.get("task_id") or eval_id), model=str(h.get("model") or "replay"),
-                status="success" if done else "started", counts={"total": len(recs)},
+                status="success" if done else "partial", counts={"total": len(recs)},
                 raw=dict(h)))
         return out
 
