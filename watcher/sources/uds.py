@@ -60,11 +60,19 @@ class _DeadlineSocket(socket.socket):
         if left <= 0:
             raise ResponseLimit("the response took longer than the request time limit",
                                 size=False)
-        if left < (self.read_timeout or math.inf):
+        cut = left < (self.read_timeout or math.inf)
+        if cut:
             self.settimeout(left)
         elif self.gettimeout() != self.read_timeout:
             self.settimeout(self.read_timeout)
-        return super().recv_into(buffer, nbytes, flags)
+        try:
+            return super().recv_into(buffer, nbytes, flags)
+        except TimeoutError:
+            if cut:  # the wait was cut to the deadline: the request ran out of time, it is
+                # not a slow read that a retry could help
+                raise ResponseLimit("the response took longer than the request time limit",
+                                    size=False) from None
+            raise
 
 
 class _UnixConnection(http.client.HTTPConnection):
