@@ -28,7 +28,9 @@ def with_logs(summary: RunSummary, *, read: bool = True, max_logs: int = MAX_LOG
     locations: list[str] = []
     for ref in [f.sample for f in summary.findings] + [n.sample for n in summary.notices
                                                         if n.sample is not None]:
-        if ref.log_location and ref.log_location not in locations:
+        # a record from another host or version may carry anything there: a name or none
+        if isinstance(ref.log_location, str) and ref.log_location and (
+                ref.log_location not in locations):
             locations.append(ref.log_location)
     tasks: list[TaskSummary] = []
     samples: list[SampleSummary] = []
