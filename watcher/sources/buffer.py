@@ -65,6 +65,10 @@ except ImportError:  # pragma: no cover - a declared dependency
 TAIL_INTERVAL = 0.2  # seconds: reads within this of the last tail reuse it
 TAIL_BATCH = 5000  # rows per tail query
 LOOK_AGAIN = 5.0  # seconds before looking again for a buffer that was not there
+# ... while a task is young: its buffer is created as its first samples start, and pages
+# read before it is found come over the control channel at the content tier, cut
+LOOK_AGAIN_YOUNG = 0.25
+YOUNG = 60.0  # seconds since the task was first seen
 
 
 class BufferMismatch(ValueError):
@@ -432,6 +436,7 @@ class BufferedSource:
         # the attempt the buffer may continue
         self._vouched: dict[tuple[str, str, int], Vouch] = {}
         self._missing: dict[str, float] = {}  # eval id -> when no buffer was found
+        self._first_seen: dict[str, float] = {}  # eval id -> when its buffer was first sought
         self._lock = threading.Lock()
         self.notices: list[str] = []
         self.buffer_reads = 0
@@ -459,7 +464,10 @@ class BufferedSource:
             if task.eval_id in self._readers:
                 return self._readers[task.eval_id]
             missed = self._missing.get(task.eval_id)
-            if missed is not None and time.monotonic() - missed < LOOK_AGAIN:
+            now = time.monotonic()
+            first = self._first_seen.setdefault(task.eval_id, now)
+            wait = LOOK_AGAIN_YOUNG if now - first < YOUNG else LOOK_AGAIN
+            if missed is not None and now - missed < wait:
                 return None
             path = find_buffer(task, self._base)
             reader = None
@@ -528,15 +536,18 @@ class BufferedSource:
                 reader = None
         page: EventPage = self.inner.events(task, sample_id, epoch, since=since, types=types,
                                             tier=tier, limit=limit)
-        if reader is not None and tier == "content" and page.events:
-            try:
-                page.events = reader.whole(sample_id, epoch, page.events)
-            except (sqlite3.Error, ValueError) as exc:
-                self._drop(task, exc)
-                reader = None
+        if tier == "content" and page.events:
             if reader is not None:
-                page.events = self._whole_over_http(task, sample_id, epoch, since, types,
-                                                    limit, page)
+                try:
+                    page.events = reader.whole(sample_id, epoch, page.events)
+                except (sqlite3.Error, ValueError) as exc:
+                    self._drop(task, exc)
+                    reader = None
+            # without a buffer (not found yet) only tool events are read again whole: a
+            # running sample's model events carry its whole conversation at the full tier
+            page.events = self._whole_over_http(
+                task, sample_id, epoch, since, types, limit, page,
+                kinds=("model", "tool") if reader is not None else ("tool",))
         served, end = decode_cursor(page.next)
         if reader is not None and served is not None and not page.done:
             start = offset if served == nonce else 0  # a stale cursor restarts at 0
@@ -550,7 +561,8 @@ class BufferedSource:
 
     def _whole_over_http(self, task: TaskInfo, sample_id: str, epoch: int,
                          since: str | None, types: frozenset[str] | None, limit: int,
-                         page: EventPage) -> list[dict[str, Any]]:
+                         page: EventPage,
+                         kinds: tuple[str, ...] = ("model", "tool")) -> list[dict[str, Any]]:
         """The page's events still cut (the buffer no longer holds them: the sample
         finished and Inspect logged it), read again at the ``full`` tier.
 
@@ -561,7 +573,7 @@ class BufferedSource:
         """
         cut = {str(e.get("uuid")) for e in page.events
                if isinstance(e, dict) and "has_error" in e and not e.get("pending")
-               and e.get("event") in ("model", "tool")}
+               and e.get("event") in kinds}
         if not cut:
             return page.events
         try:
