@@ -25,6 +25,9 @@ COMPILED = [
     "watcher/engine/compile.py",
     "watcher/engine/model.py",
     "watcher/engine/scanmatch.py",
+    # every event of every source passes through these two before the rules see it
+    "watcher/events.py",
+    "watcher/stream.py",
 ]
 # not watcher/findings.py: its frozen dataclasses, compiled, cannot be unpickled, and
 # findings cross process boundaries (``watch --jobs``)

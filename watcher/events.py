@@ -41,7 +41,8 @@ we do not know. Text fields are agent-controlled: treat them as untrusted.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, Final, Literal
 
 Event = dict[str, Any]
 Tier = Literal["metadata", "content", "full"]
@@ -62,10 +63,15 @@ def tier_rank(tier: Tier) -> int:
     return TIERS.index(tier)
 
 
+_fromiso: Final = datetime.fromisoformat
+
+
 def truncate(text: str, width: int = CONTENT_WIDTH) -> str:
-    """The control channel's content-tier truncation (newlines flattened)."""
-    text = text.replace("\n", " ")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """The control channel's content-tier truncation (newlines flattened); a long text is
+    cut before it is flattened (the same text: flattening keeps the length)."""
+    if len(text) <= width:
+        return text.replace("\n", " ")
+    return text[: width - 1].replace("\n", " ") + "…"
 
 
 def is_cut(text: object) -> bool:
@@ -114,10 +120,8 @@ def _timestamp(value: Any) -> float | None:
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str):
-        from datetime import datetime
-
         try:
-            return datetime.fromisoformat(value).timestamp()
+            return _fromiso(value).timestamp()
         except ValueError:
             return None
     return None

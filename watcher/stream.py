@@ -152,7 +152,24 @@ class SampleStream:
             if page.missed:
                 item.notices.append(("gap", f"the server reports {page.missed} events missed",
                                      {"missed": page.missed}))
+            # Delivered events are remembered (``_seen``) only while a page may be read
+            # again: once an event of it is pending. Until then (the common case: a log,
+            # a caught-up live sample) each event costs no bookkeeping; the events this
+            # page delivered before its first pending one are marked when it appears.
+            tracking = self._reread is not None or bool(self._seen) or bool(self.in_flight)
+            delivered: list[dict[str, Any]] = []
             for raw in page.events:
+                if not tracking:
+                    if not raw.get("pending"):
+                        observed += 1
+                        event = normalise(raw, self.tier)
+                        event["attempt"] = self.attempt
+                        item.events.append(event)
+                        delivered.append(raw)
+                        continue
+                    tracking = True
+                    for done_raw in delivered:
+                        self._seen[_key(done_raw)] = True
                 k = _key(raw)
                 if self._seen.get(k):
                     continue

@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from watcher import limits
-from watcher.attachments import Expansion, resolve_attachments
+from watcher.attachments import Expansion, resolve_attachments, resolve_text
 from watcher.events import PROMPT_KEY, Tier
 from watcher.sources.base import (
     BadResponse,
@@ -422,8 +422,9 @@ class LogSource:
             for e in scanned:
                 if wanted is None or e.get("event") in wanted:
                     budget = Expansion(self.max_expansion)
-                    out.append(_resolved(e if tier == "full" else _light(e, parsed.pool),
-                                         parsed.attachments, unknown, budget))
+                    out.append(_resolved(e, parsed.attachments, unknown, budget)
+                               if tier == "full" else
+                               _light(e, parsed.pool, parsed.attachments, unknown, budget))
                     cut += budget.exceeded > 0
         except Exception as ex:  # attachments of the wrong type, and the like
             raise BadResponse(f"{task.log_location}: unreadable sample {sample_id}/{epoch}: "
@@ -528,17 +529,100 @@ def _resolved(e: dict[str, Any], attachments: dict[str, str],
     return resolve_attachments(e, attachments, unknown, budget)  # type: ignore[no-any-return]
 
 
-def _light(e: dict[str, Any], pool: list[Any] | None = None) -> dict[str, Any]:
-    """An event without what only the ``full`` tier shows; a model event keeps the last
-    message of its input (``events.PROMPT_KEY``: what the model was answering)."""
-    heavy = _HEAVY_KEYS.get(e.get("event"))  # type: ignore[arg-type]
+def _light(e: dict[str, Any], pool: list[Any] | None = None,
+           attachments: dict[str, str] | None = None,
+           unknown: set[str] | None = None, budget: Expansion | None = None) -> dict[str, Any]:
+    """An event without what only the ``full`` tier shows, attachments resolved; a model
+    event keeps the last message of its input (``events.PROMPT_KEY``: what the model was
+    answering).
+
+    Only what the content tier reads is resolved, each value looked at once: a string is
+    a substring test, a tool's arguments one level of values. Walking every event's
+    structure for references (or serialising it to look) cost half as much again as
+    decoding the log.
+    """
+    event = e.get("event")
+    heavy = _HEAVY_KEYS.get(event)  # type: ignore[arg-type]
+    found = unknown if unknown is not None else set()
+    att = attachments or {}
     if heavy is None:
-        return e
-    out = {k: v for k, v in e.items() if k not in heavy}
-    if e.get("event") == "model":
+        return _resolved(e, att, found, budget)
+    out: dict[str, Any] = {}
+    for k, v in e.items():
+        if k in heavy:
+            continue
+        if type(v) is str:
+            out[k] = resolve_text(v, att, found, budget) if "://" in v else v
+        elif type(v) is dict:
+            if k == "output":
+                out[k] = _slim_output(v, att, found, budget)
+            elif k == "arguments":
+                out[k] = _values(v, att, found, budget)
+            else:
+                out[k] = resolve_attachments(v, att, found, budget) if v else v
+        elif type(v) is list:
+            out[k] = resolve_attachments(v, att, found, budget) if v else v
+        else:
+            out[k] = v
+    if event == "model":
         prompt = last_input(e, pool or [])
         if prompt is not None:
-            out[PROMPT_KEY] = prompt
+            out[PROMPT_KEY] = {"role": prompt.get("role"),
+                               "content": _content(prompt.get("content"), att, found, budget)}
+    return out
+
+
+def _content(v: Any, att: dict[str, str], found: set[str], budget: Expansion | None) -> Any:
+    """A message's content (a string, or a list of parts), resolved."""
+    if type(v) is str:
+        return resolve_text(v, att, found, budget) if "://" in v else v
+    return resolve_attachments(v, att, found, budget) if v else v
+
+
+def _values(d: dict[str, Any], att: dict[str, str], found: set[str],
+            budget: Expansion | None) -> dict[str, Any]:
+    """A flat mapping (tool arguments), its string values resolved; deeper values walked."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if type(v) is str:
+            out[k] = resolve_text(v, att, found, budget) if "://" in v else v
+        elif type(v) is dict or type(v) is list:
+            out[k] = resolve_attachments(v, att, found, budget)
+        else:
+            out[k] = v
+    return out
+
+
+def _slim_output(output: dict[str, Any], att: dict[str, str], found: set[str],
+                 budget: Expansion | None) -> dict[str, Any]:
+    """A model output with what the content tier reads of it, resolved: the first
+    choice's message (its text and tool calls), the stop reason, the completion and the
+    token usage. The rest (other choices, logprobs, provider metadata, a call's view) is
+    not read below the ``full`` tier."""
+    out: dict[str, Any] = {k: output[k] for k in ("model", "stop_reason", "usage")
+                           if k in output}
+    completion = output.get("completion")
+    if type(completion) is str:
+        out["completion"] = resolve_text(completion, att, found, budget) \
+            if "://" in completion else completion
+    choices = output.get("choices")
+    if type(choices) is list and choices and type(choices[0]) is dict:
+        first = choices[0]
+        message = first.get("message")
+        slim: dict[str, Any] = {"stop_reason": first.get("stop_reason")}
+        if type(message) is dict:
+            msg: dict[str, Any] = {"role": message.get("role"),
+                                   "content": _content(message.get("content"), att, found,
+                                                       budget)}
+            calls = message.get("tool_calls")
+            if type(calls) is list:
+                msg["tool_calls"] = [
+                    {"function": c.get("function"),
+                     "arguments": _values(c["arguments"], att, found, budget)
+                     if type(c.get("arguments")) is dict else c.get("arguments")}
+                    for c in calls if type(c) is dict]
+            slim["message"] = msg
+        out["choices"] = [slim]
     return out
 
 
