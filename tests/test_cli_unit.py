@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from watcher.cli import main
@@ -163,14 +164,16 @@ def test_replay_of_a_file_that_is_no_recording_is_a_located_error() -> None:
     assert res.exception is None or isinstance(res.exception, SystemExit)
 
 
-def test_a_task_or_sample_that_matches_nothing_is_said() -> None:
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_task_or_sample_that_matches_nothing_is_said(jobs: str) -> None:
     """watch TASK [SAMPLE] over logs where nothing matches read nothing: a notice says
-    so, where an empty output would look like a clean run."""
+    so, where an empty output would look like a clean run. In a parallel scan only the
+    parent can tell (a worker whose share lacked the sample once said it was missing)."""
     from tests.corpus import CORPUS
 
     def notices(*selector: str) -> list[dict]:
         res = CliRunner().invoke(main, ["watch", "--log-dir", str(CORPUS), *selector,
-                                        "--once", "-q", "--format", "jsonl"])
+                                        "--once", "-q", "--format", "jsonl", "--jobs", jobs])
         assert res.exit_code == 0, res.output
         rows = [json.loads(line) for line in res.output.splitlines()]
         return [r for r in rows if r["kind"] == "notice" and r["notice"] == "no_match"]

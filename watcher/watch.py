@@ -512,21 +512,31 @@ class Watch:
                            message=f"{' and '.join(parts)} could not be read (see the "
                                    "`unreadable` notices): the findings cover the rest"))
 
-    def _say_if_nothing_matched(self) -> None:
+    def _say_if_nothing_matched(self, tasks_read: bool | None = None,
+                                samples_read: bool | None = None) -> None:
         """A notice when the watch read nothing because nothing matched: an empty scan of a
-        mistyped task or sample looks like a clean run."""
+        mistyped task or sample looks like a clean run. A parallel scan's parent says it
+        from what its workers read (a worker sees only its own share of the samples)."""
         cfg, sel = self.config, self.config.selector
-        if not self.runner.watchers or self._source_failed() or self._unreadable():
-            return  # no eval at all (its own notice) or a source that could not be read
+        if cfg.shard is not None:
+            return  # the parent says it, for every worker
+        if tasks_read is None and not self.runner.watchers:
+            return  # no eval at all: its own notice
+        if self._source_failed() or self._unreadable():
+            return  # a source that could not be read
         where = f"in {cfg.log_dir}" if cfg.log_dir else "in the watched evals"
-        if not self._tasks_read():
+        if tasks_read is None:
+            tasks_read = self._tasks_read()
+        if samples_read is None:
+            samples_read = any(tw.streams for sw in self.runner.watchers.values()
+                               for tw in sw.tasks.values())
+        if not tasks_read:
             if sel.task:
                 self._notice("no_match", f"no task matching {sel.task!r} {where} (a task id "
                              "prefix, an eval id prefix or the exact task name)")
             elif cfg.log_dir:
                 self._notice("no_logs", f"no Inspect logs (.eval or .json) found {where}")
-        elif sel.sample_id is not None and not any(
-                tw.streams for sw in self.runner.watchers.values() for tw in sw.tasks.values()):
+        elif sel.sample_id is not None and not samples_read:
             epoch = f" epoch {sel.epoch}" if sel.epoch is not None else ""
             self._notice("no_match", f"no sample {sel.sample_id!r}{epoch} in the matching "
                          f"tasks {where}")
@@ -600,6 +610,9 @@ class Watch:
                 samples.setdefault((smp.eval_id, smp.sample_id, smp.epoch), smp)
             if not self.output_failed:
                 self.state.finished.update(finished)  # else read them again next run
+        if not self._interrupted:
+            self._say_if_nothing_matched(tasks_read=bool(tasks), samples_read=bool(samples))
+            self._flush(force=True)
         self._drain_alerts()
         self._merged = RunSummary(tasks=tuple(tasks.values()), samples=tuple(samples.values()),
                                   findings=(), notices=(), log_dirs=(), log_files=(),
