@@ -143,6 +143,32 @@ def _check_limits() -> None:
         sys.exit(2)
 
 
+# a post-hoc scan of local logs this large is split over every CPU unless --jobs says
+# otherwise: forking costs tens of milliseconds, decoding 8 MB of logs about a second
+AUTO_JOBS_BYTES = 8 * 1024 * 1024
+
+
+def _local_log_bytes(log_dir: str | None, cap: int = AUTO_JOBS_BYTES) -> int:
+    """The size of the local Inspect logs under ``log_dir`` (0 for a URL), counted until
+    it reaches ``cap`` (a large directory is not walked to its end for this)."""
+    local = _local(log_dir)
+    if local is None:
+        return 0
+    if local.is_file():
+        return local.stat().st_size
+    total = 0
+    for root, _dirs, files in os.walk(local):
+        for name in files:
+            if name.endswith((".eval", ".json")):
+                try:
+                    total += os.stat(os.path.join(root, name)).st_size
+                except OSError:
+                    continue
+                if total >= cap:
+                    return total
+    return total
+
+
 def _check_log_dir(log_dir: str | None) -> None:
     """A local ``--log-dir`` must exist: an empty scan of a mistyped path looks like a
     clean run."""
@@ -328,9 +354,10 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
               "they are dropped, counted and reported.")
 @click.option("--alert-drain", type=click.FloatRange(min=0), default=10.0, show_default=True,
               metavar="SECONDS", help="At the end, how long to wait for queued alerts.")
-@click.option("--jobs", "-j", type=int, default=1, show_default=True,
+@click.option("--jobs", "-j", type=int, default=None,
               help="With --log-dir and --once: scan samples in this many processes "
-              "(0: one per CPU).")
+              "(0: one per CPU). Default: one per CPU for local logs of 8 MB or more, "
+              "else one.")
 def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: str | None,
           rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[str, ...],
           needs_max: str | None, no_builtin: bool, suppress: str | None, poll: float, fmt: str,
@@ -340,7 +367,7 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
           summary_md: str | None, summary_html: str | None, full_evidence: bool,
           on_finding: str | None, on_finding_timeout: float, notify: tuple[str, ...],
           notify_min_confidence: str, notify_rate: int, alert_queue: int, alert_drain: float,
-          jobs: int) -> None:
+          jobs: int | None) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
     import os
 
@@ -348,8 +375,11 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
 
     if poll <= 0:
         raise click.BadParameter("must be positive", param_hint="--poll")
-    if jobs < 0:
+    if jobs is not None and jobs < 0:
         raise click.BadParameter("must be 0 (one per CPU) or more", param_hint="--jobs")
+    if jobs is None:  # the findings are the same either way; a large scan takes less time
+        big = bool(log_dir and once) and _local_log_bytes(log_dir) >= AUTO_JOBS_BYTES
+        jobs = 0 if big else 1
     jobs = jobs or os.cpu_count() or 1
     if jobs > 1 and not (log_dir and once):
         raise click.BadParameter("parallel scans read logs: use it with --log-dir and --once",
