@@ -54,7 +54,7 @@ def test_the_wheel_compiles_the_hot_path(tree: Path, tmp_path: Path) -> None:
 def test_unit_suite_passes_on_the_compiled_engine(tree: Path, tmp_path: Path) -> None:
     # the tests (and the rule files they read) beside no `watcher` package: the
     # compiled one on PYTHONPATH is imported
-    for name in ("tests", "rules", "benchmarks"):
+    for name in ("tests", "rules", "benchmarks", "docs"):
         shutil.copytree(ROOT / name, tmp_path / name,
                         ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)

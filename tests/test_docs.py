@@ -13,6 +13,7 @@ from typing import Any
 import click
 import pytest
 
+import watcher
 from watcher.cli import main
 from watcher.engine import load_rules
 from watcher.findings import Notice, SampleRef
@@ -37,7 +38,8 @@ KIND_PATTERNS = [
 
 def code_notice_kinds() -> set[str]:
     kinds: set[str] = set()
-    for path in (REPO / "watcher").rglob("*.py"):
+    # the package being tested (the sources, or a compiled build beside no sources)
+    for path in Path(watcher.__file__).resolve().parent.rglob("*.py"):
         if path.name == "examples.py":
             continue  # the reporters' synthetic fixtures
         text = path.read_text()
