@@ -76,7 +76,10 @@ def main() -> int:
     scan = [sys.executable, "-m", "watcher", "watch", "--log-dir", args.log, "--once",
             "--format", "jsonl", "--output", os.devnull, "--quiet"]
     floor = [sys.executable, "-c", FLOOR, args.log]
-    env0 = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # as a user runs it: modules byte-compiled once and cached (a sandbox may set
+    # PYTHONDONTWRITEBYTECODE, which makes every start compile every module again)
+    env0 = {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
     events = int(timed(floor, env0)[2].strip())
     for name, tree in trees.items():  # warm the file cache and the byte-compiled modules
         timed(scan, {**env0, "PYTHONPATH": tree})
