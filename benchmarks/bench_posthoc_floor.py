@@ -7,7 +7,8 @@ decodes every sample's JSON with orjson. The scan is the product, as a user runs
 ``inspect-watch watch --log-dir LOG --once --format jsonl -o /dev/null`` with the whole
 built-in pack (whole-value identity on), on the compiled engine that ``pip install .``
 builds (tests/compiled.py builds that wheel from the working tree) and on the pure-Python
-sources. Each is a whole process, start-up included; the rounds alternate floor and scans
+sources, with the default ``--jobs`` (one process per CPU for 8 MB of logs or more) and
+with ``--jobs 1``. Each is a whole process, start-up included; the rounds alternate floor and scans
 so that drift in the machine's speed hits both alike, and the ratio is taken round by
 round (median reported). Default log: the shared corpus's 375 SWE-bench runs.
 """
@@ -87,26 +88,28 @@ def main() -> int:
                      {**env0, "PYTHONPATH": tree})[2]
         if ("compiled" in says) != (name == "compiled"):
             raise SystemExit(f"the {name} run imports another engine: {says.strip()}")
-    got: dict[str, list[tuple[float, float]]] = {"floor": [], **{k: [] for k in trees}}
-    ratios: dict[str, list[float]] = {k: [] for k in trees}
+    runs = {f"{name}, {label}": (tree, extra) for name, tree in trees.items()
+            for label, extra in (("default --jobs", []), ("--jobs 1", ["--jobs", "1"]))}
+    got: dict[str, list[tuple[float, float]]] = {"floor": [], **{k: [] for k in runs}}
+    ratios: dict[str, list[float]] = {k: [] for k in runs}
     for r in range(args.rounds):
         cpu_f, wall_f, _ = timed(floor, env0)
         got["floor"].append((cpu_f, wall_f))
-        for name, tree in trees.items():
-            cpu, wall, _ = timed(scan, {**env0, "PYTHONPATH": tree})
+        for name, (tree, extra) in runs.items():
+            cpu, wall, _ = timed(scan + extra, {**env0, "PYTHONPATH": tree})
             got[name].append((cpu, wall))
             ratios[name].append(wall / wall_f)
         print(f"round {r + 1}: floor {wall_f:.2f} s, " + ", ".join(
-            f"{n} {got[n][-1][1]:.2f} s" for n in trees), flush=True)
+            f"{n} {got[n][-1][1]:.2f} s" for n in runs), flush=True)
     print(f"\n{Path(args.log).name}: {events:,} events; medians of {args.rounds} alternating "
           "rounds, whole processes with start-up")
-    print(f"{'':34}{'CPU s':>8}{'wall s':>8}{'x floor (wall)':>16}")
+    print(f"{'':42}{'CPU s':>8}{'wall s':>8}{'x floor (wall)':>16}")
     for name, rows in got.items():
         cpu = statistics.median(c for c, _ in rows)
         wall = statistics.median(w for _, w in rows)
         ratio = f"{statistics.median(ratios[name]):.2f}x" if name in ratios else "1.00x"
         label = "floor: open + orjson every sample" if name == "floor" else f"watch, {name}"
-        print(f"{label:34}{cpu:8.2f}{wall:8.2f}{ratio:>16}")
+        print(f"{label:42}{cpu:8.2f}{wall:8.2f}{ratio:>16}")
     return 0
 
 
