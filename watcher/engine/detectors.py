@@ -737,7 +737,7 @@ class _Entry:
         self.cut = cut  # what the key and result were compared on (the compared_on fact)
 
 
-FUZZY_KEY_CHARS: Final = 2048  # fuzzy keys are compared on this much text
+FUZZY_KEY_CHARS: Final = 512  # fuzzy keys are compared on this much text
 FUZZY_PREFIX: Final = f"the first {FUZZY_KEY_CHARS} characters"
 
 
@@ -1866,8 +1866,8 @@ class UnseenSpec:
 _FOLD: Final = ("whitespace", "case")  # how the unseen rule compares values with outputs
 # outputs are searched whole, within a bound: each text to its first and last part, and
 # all the texts kept to a budget (the oldest dropped first), so the state stays small
-UNSEEN_TEXT: Final = 8192
-UNSEEN_BUDGET: Final = 40_000
+UNSEEN_TEXT: Final = 4096
+UNSEEN_BUDGET: Final = 8_000
 
 
 class UnseenState(EpisodicState):
