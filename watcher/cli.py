@@ -4,11 +4,7 @@ Commands parse options and connect sources, the engine and reporters; all
 formatting lives in :mod:`watcher.reporters`. Nothing here imports inspect_ai at
 module level: ``--help`` and a live watch must start fast.
 
-Exit codes: 0 ok; 1 a finding at or above ``--fail-on`` was reported (or a
-``rules test`` case failed); 2 bad input (invalid rules, options, state file or an
-output that cannot be written); 3 a source could not be read (or findings could not be
-uploaded where asked); 130 interrupted (outputs flushed, state saved); 141 the output's
-reader went away, e.g. ``| head`` (state saved).
+Exit codes: :class:`watcher.exit_codes.ExitCode`.
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ import click
 
 from watcher import __version__
 from watcher.engine import COMPILED
+from watcher.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from watcher.events import Tier
@@ -60,7 +57,7 @@ def load_engine(rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[st
     except RuleLoadErrors as e:
         click.echo(e.render() if hasattr(e, "render") else str(e), err=True)
         click.echo("inspect-watch: refusing to start with invalid rules", err=True)
-        sys.exit(2)
+        sys.exit(ExitCode.BAD_INPUT)
     engine = Engine(ruleset, suppressions)
     # what is loaded by now (modules, the compiled rules) lives as long as the watch: out
     # of the collector's way, a scan that decodes thousands of transcripts runs 4 % faster
@@ -146,7 +143,7 @@ def _check_limits() -> None:
         check()
     except LimitError as e:
         click.echo(f"inspect-watch: {e}", err=True)
-        sys.exit(2)
+        sys.exit(ExitCode.BAD_INPUT)
 
 
 # a post-hoc scan of local logs this large is split over every CPU unless --jobs says
@@ -204,17 +201,16 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
               on_finding_timeout: float | None = None, notify: tuple[str, ...] = (),
               notify_min_confidence: str | None = None, notify_rate: int | None = None,
               alert_queue: int | None = None, alert_drain: float | None = None,
-              log_hints: bool = True) -> int:
+              log_hints: bool = True) -> ExitCode:
     """Run one watch with reporters; returns the exit code."""
     from watcher.state import StateError, WatchState
-    from watcher.watch import EXIT_BAD_INPUT
 
     try:
         # checked now (a state that cannot be saved would be lost at the end of the watch)
         state = WatchState.open(Path(state_path)) if state_path else WatchState()
     except StateError as e:
         click.echo(f"inspect-watch: {e}", err=True)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     from watcher import alertqueue, hooks
 
     queue_size = alert_queue if alert_queue is not None else alertqueue.QUEUE_SIZE
@@ -227,7 +223,7 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
                                    per_minute=notify_rate or PER_MINUTE, queue_size=queue_size))
         except NotifyError as e:
             click.echo(f"inspect-watch: {e}", err=True)
-            return EXIT_BAD_INPUT
+            return ExitCode.BAD_INPUT
     if on_finding:
         alerts.append(hooks.CommandHook(on_finding, timeout=on_finding_timeout or hooks.TIMEOUT,
                                         queue_size=queue_size))
@@ -236,7 +232,7 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
     except OSError as e:
         state.close()
         click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     try:
         return _run_watch(engine, state, sinks, selector=selector, log_dir=log_dir,
                           replay=replay, poll=poll, output=output,
@@ -255,10 +251,10 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
                min_confidence: str, once: bool, transport: str, fail_on: str | None,
                follow: bool, summary_md: str | None, summary_html: str | None,
                wait_for_evals: float, extra_sinks: list[Any] | None, jobs: int,
-               log_hints: bool, alert_drain: float) -> int:
+               log_hints: bool, alert_drain: float) -> ExitCode:
     from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
     from watcher.reporters.remote import OutputError
-    from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
+    from watcher.watch import Watch, WatchConfig
 
     sinks += extra_sinks or []
     config = WatchConfig(transport=transport, log_dir=log_dir, replay=replay or [],
@@ -276,10 +272,10 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
             sink.start(context)
     except OutputError as e:
         click.echo(f"inspect-watch: {e}", err=True)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     except OSError as e:  # checked before; the path changed since
         click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     result = watch.run()
     summary = watch.summary()
     for sink in sinks:  # less any whose reader went away during the watch
@@ -296,7 +292,7 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
                    "next run with a state it can save reports it", err=True)
     # findings that did not reach a remote --output (kept locally; the reporter said where)
     lost = any(getattr(sink, "lost", False) for sink in sinks)
-    code = result.exit_code or (EXIT_SOURCE if lost else 0)
+    code = result.exit_code or (ExitCode.SOURCE if lost else ExitCode.OK)
     for path, cls in ((summary_md, MarkdownReporter), (summary_html, HtmlReporter)):
         if not path:
             continue
@@ -307,7 +303,7 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
         except OSError as e:  # checked at the start; the disk or directory changed since
             click.echo(f"inspect-watch: could not write the report {path}: "
                        f"{e.strerror or e}", err=True)
-            code = code or EXIT_SOURCE
+            code = code or ExitCode.SOURCE
     return code
 
 
@@ -429,7 +425,7 @@ def replay(files: tuple[str, ...], rules: tuple[str, ...], disable: tuple[str, .
             read_recordings(f)
         except SourceError as e:
             click.echo(f"inspect-watch replay: {e}", err=True)
-            sys.exit(2)
+            sys.exit(ExitCode.BAD_INPUT)
     engine = load_engine(rules, disable, only, needs_max, no_builtin, suppress)
     sys.exit(run_watch(engine, selector=Selector(), replay=list(files), fmt=fmt, output=output,
                        min_confidence=min_confidence, fail_on=fail_on, quiet=True, poll=0.05))
@@ -497,7 +493,7 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
         recorded = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)
     except RecordError as e:
         click.echo(f"inspect-watch record: {e}", err=True)
-        sys.exit(3)
+        sys.exit(ExitCode.SOURCE)
     if recorded.partial:
         click.echo(f"recorded {recorded.pages} pages to {output}: partial, the sample was "
                    "still running (replay reads it to its end)")
@@ -530,7 +526,7 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
         what = getattr(e, "filename", None) or " ".join(files)
         click.echo(f"inspect-watch report: cannot read {what}: "
                    f"{getattr(e, 'strerror', None) or f'{type(e).__name__}: {e}'}", err=True)
-        sys.exit(3)
+        sys.exit(ExitCode.SOURCE)
     if skipped:  # the report shows the rest, and says so in its notices
         click.echo(f"inspect-watch report: skipped {len(skipped)} malformed record(s); "
                    f"first: {skipped[0]}", err=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from watcher.exit_codes import ExitCode
 from watcher.resources import bundled_dir
 
 # what each of the demo eval's samples does, and so what the watch should say about it
@@ -77,10 +78,9 @@ def clean_samples_report(summary: Any) -> list[str]:
     return lines
 
 
-def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
+def run_demo(keep_logs: str | None = None, no_color: bool = False) -> ExitCode:
     from watcher.cli import load_engine, run_watch
     from watcher.runner import Selector
-    from watcher.watch import EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED
 
     engine = load_engine((), (), (), None)
     eval_file = bundled_dir("examples") / "demo_eval.py"
@@ -105,13 +105,13 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
                 out.flush()
                 click.echo("inspect-watch demo: the example eval did not start:\n"
                            + (Path(tmp) / "eval.out").read_text()[-2000:], err=True)
-                return 3
+                return ExitCode.SOURCE
             ending = _Summary()
             code = run_watch(engine, selector=Selector(), poll=0.5, no_color=no_color,
                              extra_sinks=[ending], log_hints=bool(keep_logs))
-            if code == EXIT_OUTPUT_CLOSED:  # `demo | head`: nobody reads on; stop the eval
+            if code == ExitCode.OUTPUT_CLOSED:  # `demo | head`: nobody reads on; stop the eval
                 return code
-            if code == EXIT_INTERRUPTED:  # Ctrl+C or SIGTERM: stop the eval, do not await it
+            if code == ExitCode.INTERRUPTED:  # Ctrl+C or SIGTERM: stop the eval, do not await it
                 click.echo("inspect-watch demo: interrupted; stopping the example eval")
                 return code
             proc.wait(timeout=60)
@@ -120,7 +120,7 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
             click.echo(f"inspect-watch demo: eval finished; logs in {log_dir}" if keep_logs
                        else "inspect-watch demo: eval finished; its log was in a temporary "
                        "directory, now removed (--keep-logs DIR keeps it)")
-            return 0 if code in (0, 1) else code
+            return ExitCode.OK if code in (ExitCode.OK, ExitCode.FAIL_ON) else code
         finally:
             os.environ.pop("INSPECT_WATCH_CONTROL_DIR", None)
             _stop(proc)

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from watcher.alertqueue import DRAIN_SECONDS
 from watcher.discovery import list_servers
 from watcher.engine import Engine
+from watcher.exit_codes import ExitCode
 from watcher.findings import Finding, Notice, confidence_rank
 from watcher.reporters._format import finding_handoff
 from watcher.reporters.base import (
@@ -39,13 +40,6 @@ from watcher.reporters.base import (
 from watcher.runner import PROCESS_EXIT_GRACE, Output, Runner, RunOptions, Selector
 from watcher.sources.base import TaskInfo
 from watcher.state import Reported, SampleDone, WatchState
-
-EXIT_OK = 0
-EXIT_FAIL_ON = 1
-EXIT_BAD_INPUT = 2
-EXIT_SOURCE = 3
-EXIT_INTERRUPTED = 130
-EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a program its pipe ended
 
 # At most this share of a watch's time goes to saving its state: a save costs time in
 # proportion to the state's size, so the next one waits (1/share - 1) times as long as
@@ -83,7 +77,7 @@ class WatchConfig:
 
 @dataclass
 class WatchResult:
-    exit_code: int
+    exit_code: ExitCode
     findings: dict[str, Finding]
     notices: list[Notice]
     interrupted: bool = False
@@ -545,16 +539,16 @@ class Watch:
         return any(sw.tasks for sw in self.runner.watchers.values())
 
     def _result(self, watchers: int) -> WatchResult:
-        code = EXIT_FAIL_ON if self.failed else EXIT_OK
-        if code == EXIT_OK and (self.config.log_dir or self.config.replay) and (
+        code = ExitCode.FAIL_ON if self.failed else ExitCode.OK
+        if code == ExitCode.OK and (self.config.log_dir or self.config.replay) and (
                 self._source_failed() and not self._tasks_read()):
-            code = EXIT_SOURCE  # nothing could be read: not a clean scan
-        if code == EXIT_OK and self._unreadable():
-            code = EXIT_SOURCE  # a log or a sample could not be read: not a clean scan
+            code = ExitCode.SOURCE  # nothing could be read: not a clean scan
+        if code == ExitCode.OK and self._unreadable():
+            code = ExitCode.SOURCE  # a log or a sample could not be read: not a clean scan
         if self._interrupted and not self.failed:
-            code = EXIT_OUTPUT_CLOSED if self.output_closed else EXIT_INTERRUPTED
+            code = ExitCode.OUTPUT_CLOSED if self.output_closed else ExitCode.INTERRUPTED
         if self.write_error is not None or self.state_error is not None:
-            code = EXIT_SOURCE  # findings could not be written: not a run to trust
+            code = ExitCode.SOURCE  # findings could not be written: not a run to trust
         return WatchResult(code, self.findings, self.notices, self._interrupted, watchers,
                            self.output_closed, self.write_error, self.state_error)
 
