@@ -18,10 +18,10 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from tests.corpus import CORPUS
 from watcher.cli import load_engine, main, run_watch
-from watcher.reporters.base import RunContext
 from watcher.reporters.examples import example_snapshots
 from watcher.reporters.remote import RemoteJsonlReporter
 from watcher.runner import Selector
+from watcher.summary import ReportContext
 
 
 def test_hosts_write_to_shared_location_and_report_merges(tmp_path: Path) -> None:
@@ -99,7 +99,7 @@ def test_failed_uploads_never_stop_the_watch_and_lose_nothing(
     url = "flaky://bucket/host-b.jsonl"
     rep = RemoteJsonlReporter(url, every=0.0)
     findings = example_snapshots()[:3]
-    rep.start(RunContext())
+    rep.start(ReportContext())
     FlakyFS.writes_ok = 0  # an outage: both findings stay in the spool
     try:
         rep.finding(findings[0])

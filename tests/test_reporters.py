@@ -30,7 +30,7 @@ from watcher.reporters import (
     HtmlReporter,
     JsonlReporter,
     MarkdownReporter,
-    RunContext,
+    ReportContext,
     SampleSummary,
     StatusSnapshot,
     TaskStatus,
@@ -64,7 +64,7 @@ def check_golden(name: str, actual: str) -> None:
 
 def run_reporter(r: object, *, statuses: bool = True) -> None:
     """Drive a reporter through the example run."""
-    r.start(RunContext(started_at=T0, sources=("http://127.0.0.1:7575",), log_dirs=("/logs",),
+    r.start(ReportContext(started_at=T0, sources=("http://127.0.0.1:7575",), log_dirs=("/logs",),
                        version="0.1.0"))
     snaps = example_snapshots()
     notices = example_notices()
@@ -301,7 +301,7 @@ def test_jsonl_file_appends_from_two_writers(tmp_path: Path) -> None:
     a, b = JsonlReporter(path), JsonlReporter(path)
     snaps = example_snapshots()
     for r in (a, b):
-        r.start(RunContext())
+        r.start(ReportContext())
     a.finding(snaps[0])
     b.finding(snaps[1])
     a.finding(snaps[2])
@@ -518,7 +518,7 @@ def test_markdown_reporter_writes_file_with_live_findings(tmp_path: Path) -> Non
     run_reporter(r, statuses=False)
     assert out.read_text() == render_markdown(example_summary())
     r2 = MarkdownReporter(tmp_path / "live.md")
-    r2.start(RunContext(log_dirs=("/logs",)))
+    r2.start(ReportContext(log_dirs=("/logs",)))
     for f in example_snapshots():
         r2.finding(f)
     r2.stop(None)

@@ -252,7 +252,7 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
                follow: bool, summary_md: str | None, summary_html: str | None,
                wait_for_evals: float, extra_sinks: list[Any] | None, jobs: int,
                log_hints: bool, alert_drain: float) -> ExitCode:
-    from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
+    from watcher.reporters import HtmlReporter, MarkdownReporter, ReportContext
     from watcher.reporters.remote import OutputError
     from watcher.watch import Watch, WatchConfig
 
@@ -263,7 +263,7 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
                          wait_for_evals=wait_for_evals, jobs=jobs, log_hints=log_hints,
                          alert_drain=alert_drain)
     watch = Watch(engine, config, state, sinks)
-    context = RunContext(started_at=watch.started_at,
+    context = ReportContext(started_at=watch.started_at,
                          sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
                          log_dirs=(log_dir,) if log_dir else (),
                          rules=tuple(r.id for r in engine.rules), version=__version__)
@@ -515,7 +515,7 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
     """Summarise findings JSONL files (several watchers or hosts merge into one), with the
     sample counts and scores of the logs they name."""
     from watcher.logsummary import with_logs
-    from watcher.reporters import REPORTERS, RunContext
+    from watcher.reporters import REPORTERS, ReportContext
     from watcher.reporters.jsonl import summary_from_jsonl
 
     _check_output(output, "--output")
@@ -533,7 +533,7 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
     summary = with_logs(summary, read=read_logs, max_logs=max_logs)
     cls = REPORTERS[fmt]
     rep = cls(output) if output else cls(stream=sys.stdout)  # type: ignore[call-arg]
-    rep.start(RunContext(sources=files, version=__version__))
+    rep.start(ReportContext(sources=files, version=__version__))
     rep.stop(summary)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from watcher.reporters.base import RunSummary, SampleSummary, TaskSummary
+from watcher.summary import RunSummary, SampleSummary, TaskSummary, sample_summary
 
 MAX_LOGS = 50  # logs ``report`` reads at most (--max-logs)
 
@@ -23,7 +23,6 @@ def with_logs(summary: RunSummary, *, read: bool = True, max_logs: int = MAX_LOG
     findings and notices name; each task not read says why in ``TaskSummary.unknown``."""
     from watcher.sources.base import SourceError
     from watcher.sources.logs import LogSource
-    from watcher.watch import sample_summary
 
     locations: list[str] = []
     for ref in [f.sample for f in summary.findings] + [n.sample for n in summary.notices

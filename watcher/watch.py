@@ -29,17 +29,18 @@ from watcher.discovery import list_servers
 from watcher.engine import Engine
 from watcher.exit_codes import ExitCode
 from watcher.findings import Finding, Notice, confidence_rank
-from watcher.reporters._format import finding_handoff
-from watcher.reporters.base import (
+from watcher.handoff import finding_handoff
+from watcher.runner import PROCESS_EXIT_GRACE, Output, Runner, RunOptions, Selector
+from watcher.sources.base import TaskInfo
+from watcher.state import Reported, SampleDone, WatchState
+from watcher.summary import (
     RunSummary,
     SampleSummary,
     StatusSnapshot,
     TaskStatus,
     TaskSummary,
+    sample_summary,
 )
-from watcher.runner import PROCESS_EXIT_GRACE, Output, Runner, RunOptions, Selector
-from watcher.sources.base import TaskInfo
-from watcher.state import Reported, SampleDone, WatchState
 
 # At most this share of a watch's time goes to saving its state: a save costs time in
 # proportion to the state's size, so the next one waits (1/share - 1) times as long as
@@ -673,27 +674,3 @@ def _install_sigterm(handler: Callable[[], None]) -> Any:
     if threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGTERM, lambda *_: handler())
-
-
-def sample_summary(t: TaskInfo, sample_id: str, epoch: int, row: dict[str, Any]) -> SampleSummary:
-    """A listing row as the summary's sample line."""
-    status = {"completed": "success", "error": "error", "cancelled": "cancelled",
-              "running": "running"}.get(str(row.get("status")), "unknown")
-    scores = row.get("scores") or {}
-    score = ", ".join(f"{k}={v}" for k, v in scores.items()) if isinstance(scores, dict) else None
-    err = row.get("error")
-    retry_errors = tuple(str(e.get("message") or "") if isinstance(e, dict) else str(e)
-                         for e in row.get("error_retries") or [])
-    return SampleSummary(
-        task=t.task, model=t.model, sample_id=sample_id, epoch=epoch, eval_id=t.eval_id,
-        status=status, total_time=_num(row.get("total_time")),
-        working_time=_num(row.get("working_time")),
-        total_tokens=int(row["total_tokens"]) if isinstance(row.get("total_tokens"), int) else None,
-        retries=int(row.get("retries") or 0),
-        error=(err.get("message") if isinstance(err, dict) else str(err)) if err else None,
-        retry_errors=retry_errors, score=score or None, log_location=t.log_location,
-    )
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) else None

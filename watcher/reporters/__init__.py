@@ -7,17 +7,7 @@ arguments. See :class:`~watcher.reporters.base.Reporter` for the lifecycle.
 
 from __future__ import annotations
 
-from watcher.reporters.base import (
-    Reporter,
-    RunContext,
-    RunSummary,
-    SampleSummary,
-    StatusSnapshot,
-    TaskStatus,
-    TaskSummary,
-    find_outliers,
-    fold_findings,
-)
+from watcher.reporters.base import Reporter, find_outliers
 from watcher.reporters.html import HtmlReporter, render_html
 from watcher.reporters.jsonl import (
     JsonlReporter,
@@ -27,6 +17,15 @@ from watcher.reporters.jsonl import (
 )
 from watcher.reporters.markdown import MarkdownReporter, render_markdown
 from watcher.reporters.text import TextReporter
+from watcher.summary import (
+    ReportContext,
+    RunSummary,
+    SampleSummary,
+    StatusSnapshot,
+    TaskStatus,
+    TaskSummary,
+    fold_findings,
+)
 
 REPORTERS: dict[str, type[Reporter]] = {
     "text": TextReporter,
@@ -40,8 +39,8 @@ __all__ = [
     "HtmlReporter",
     "JsonlReporter",
     "MarkdownReporter",
+    "ReportContext",
     "Reporter",
-    "RunContext",
     "RunSummary",
     "SampleSummary",
     "StatusSnapshot",

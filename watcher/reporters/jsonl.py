@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from watcher.findings import CONFIDENCE_LEVELS, SEVERITY_LEVELS, Finding, Notice, SampleRef
-from watcher.reporters.base import Reporter, RunContext, RunSummary, fold_findings
+from watcher.reporters.base import Reporter
+from watcher.summary import ReportContext, RunSummary, fold_findings
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class JsonlReporter(Reporter):
             while data:  # regular files take it in one go; loop only for safety
                 data = data[os.write(self._fd, data):]
 
-    def start(self, context: RunContext) -> None:
+    def start(self, context: ReportContext) -> None:
         if self.path is not None and self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 

@@ -19,8 +19,9 @@ import tempfile
 import time
 
 from watcher.findings import Finding, Notice
-from watcher.reporters.base import Reporter, RunContext, RunSummary, StatusSnapshot
+from watcher.reporters.base import Reporter
 from watcher.reporters.jsonl import JsonlReporter
+from watcher.summary import ReportContext, RunSummary, StatusSnapshot
 
 
 def is_url(path: str) -> bool:
@@ -44,7 +45,7 @@ class RemoteJsonlReporter(Reporter):
         self.uploads = 0
         self.error: str | None = None  # the last upload's failure, while it lasts
 
-    def start(self, context: RunContext) -> None:
+    def start(self, context: ReportContext) -> None:
         self._local.start(context)
         try:  # an empty object now: a URL that cannot be written fails before the watch
             self._upload()

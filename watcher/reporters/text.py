@@ -17,9 +17,10 @@ import threading
 from typing import TextIO
 
 from watcher.findings import CONFIDENCE_LEVELS, Finding, Notice, confidence_rank
-from watcher.reporters._format import (
+from watcher.handoff import finding_handoff
+from watcher.reporters.base import Reporter
+from watcher.reporters.formatting import (
     BADGES,
-    finding_handoff,
     fmt_clock,
     fmt_duration,
     fmt_event_times,
@@ -30,8 +31,8 @@ from watcher.reporters._format import (
     one,
     where,
 )
-from watcher.reporters.base import Reporter, RunContext, RunSummary, StatusSnapshot
 from watcher.sanitize import clean_text, quote_agent_text, visible_text
+from watcher.summary import ReportContext, RunSummary, StatusSnapshot
 
 RESET = "\x1b[0m"
 STYLES = {
@@ -212,7 +213,7 @@ class TextReporter(Reporter):
 
     # --- lifecycle ------------------------------------------------------------------
 
-    def start(self, context: RunContext) -> None:
+    def start(self, context: ReportContext) -> None:
         if self.quiet:
             return
         what = ", ".join(one(s, 200) for s in context.sources) or "?"
