@@ -21,6 +21,7 @@ from tests.test_stream_live import _source, log_events, watch_all
 from watcher.sources.base import (
     EventPage,
     SampleListing,
+    Source,
     TaskInfo,
     decode_cursor,
     encode_cursor,
@@ -97,11 +98,12 @@ class FakeBuffer:
                         (json.dumps({"id": "s1", "epoch": 1, "completed": True}),))
 
 
-class Inner:
+class Inner(Source):
     """The control channel: serves pages of the transcript (the buffer's events in
     order of first appearance, as the real server does) and records every read."""
 
     name = "http"
+    live = True
     parallel_reads = 8
 
     def __init__(self, buf: FakeBuffer | None = None) -> None:
@@ -248,7 +250,7 @@ def test_a_broken_database_turns_the_buffer_off_with_a_notice(setup: Any) -> Non
     _read(src, task, page.next)
     _read(src, task, page.next)
     assert len(inner.calls) == 3
-    notices = src.pop_notices()
+    notices = [(n.kind, n.message) for n in src.pop_notices()]
     assert len(notices) == 1 and notices[0][0] == "transport"
     assert "control channel" in notices[0][1]
     assert src.pop_notices() == []

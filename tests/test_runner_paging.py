@@ -56,6 +56,7 @@ def test_finished_samples_release_their_rule_state(tmp_path: Path) -> None:
 
 def test_source_notices_reach_the_watch(tmp_path: Path, monkeypatch: Any) -> None:
     """A log's unresolvable attachment references are reported, not silently passed over."""
+    from watcher.sources.base import SourceNotice
     from watcher.sources.logs import LogSource
 
     shutil.copy(CORPUS / "docent-intercode-ctf-gpt4o.eval", tmp_path)
@@ -69,7 +70,7 @@ def test_source_notices_reach_the_watch(tmp_path: Path, monkeypatch: Any) -> Non
                   WatchState(), [Sink()])
     # the corpus resolves every reference, so add one loss to what the source reports
     original = LogSource.pop_notices
-    monkeypatch.setattr(LogSource, "pop_notices",
-                        lambda self: [*original(self), "2 attachment reference(s) lost"])
+    monkeypatch.setattr(LogSource, "pop_notices", lambda self: [
+        *original(self), SourceNotice(kind="gap", message="2 attachment reference(s) lost")])
     watch.run()
     assert any(n.kind == "gap" and "attachment" in n.message for n in notices)

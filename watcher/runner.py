@@ -187,14 +187,11 @@ class TaskWatcher:
         # buffer) says which samples moved; the listing (a request the eval's busy
         # event loop must answer) is then needed only for new samples, and every few
         # seconds for status changes
-        moved = None
-        pop_moved = getattr(self.source, "moved_samples", None)
-        if pop_moved is not None:
-            moved = pop_moved(self.task)
-            self.buffered = moved is not None
-            if moved is not None:
-                match = self.opts.selector.sample_matches
-                moved = {k for k in moved if match(*k) and self.opts.owns(*k)}
+        moved = self.source.moved_samples(self.task)
+        self.buffered = moved is not None
+        if moved is not None:
+            match = self.opts.selector.sample_matches
+            moved = {k for k in moved if match(*k) and self.opts.owns(*k)}
         if moved is None or self.as_of is None or self.pool is None:
             changed = self._list(now)
         else:
@@ -378,7 +375,7 @@ class TaskWatcher:
         failures = self.read_failures[key] = self.read_failures.get(key, 0) + 1
         row = self.rows.get(key)
         terminal = row is not None and row.terminal
-        static = self.source.name in ("logs", "replay")
+        static = not self.source.live
         if isinstance(error, NotFound):
             if not terminal:
                 self.read_failures.pop(key, None)  # not started, or not yet listed
@@ -527,7 +524,7 @@ class SourceWatcher:
         # page reads in flight per source (HttpSource caps them again per process); a
         # source whose reads are CPU work in this process (local logs) says 1: threads
         # would only take turns at the GIL
-        reads = int(getattr(source, "parallel_reads", 4))
+        reads = source.parallel_reads
         self.pool = (ThreadPoolExecutor(max_workers=reads, thread_name_prefix=f"read-{label}")
                      if reads > 1 else None)
         self.gone = False
@@ -593,7 +590,7 @@ class SourceWatcher:
                         raise
                     except SourceError as e:  # this task's alone: the others go on
                         tw.task_failures += 1
-                        if self.source.name in ("logs", "replay") and not e.transient and (
+                        if not self.source.live and not e.transient and (
                                 self.opts.once or tw.task_failures >= READ_ATTEMPTS):
                             tw.give_up_task(e)  # a file that cannot be read: said, counted
                         else:
@@ -626,13 +623,9 @@ class SourceWatcher:
     def _pop_notices(self, now: float) -> None:
         """What a source noticed about its own input: a log it could not read, a log's
         unresolvable attachment references (rules read those events without their
-        text), a sample buffer turned off. ``(kind, message[, details])`` or a message."""
-        for message in getattr(self.source, "pop_notices", list)():
-            if not isinstance(message, tuple):
-                message = ("gap", message)
-            kind, text = message[0], message[1]
-            details = message[2] if len(message) > 2 else {}
-            self.emit(Notice(kind=kind, message=text, at=now, details=dict(details)))
+        text), a sample buffer turned off."""
+        for n in self.source.pop_notices():
+            self.emit(Notice(kind=n.kind, message=n.message, at=now, details=dict(n.details)))
 
     def _quiet_for(self, now: float) -> bool:
         """Every task is done: is this source finished, or may more tasks come?
@@ -643,7 +636,7 @@ class SourceWatcher:
         idles; it counts as finished after ``KEEP_ALIVE_GRACE`` seconds without new
         work. Logs and replays hold no more tasks than they show.
         """
-        if self.source.name not in ("http", "cli"):
+        if not self.source.live:
             return True
         if self._all_done_since is None:
             self._all_done_since = now

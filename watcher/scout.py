@@ -45,6 +45,7 @@ from watcher.sources.base import (
     EventPage,
     SampleListing,
     SampleRow,
+    Source,
     SourceError,
     TaskInfo,
     decode_cursor,
@@ -252,7 +253,7 @@ def _info_row(t: Any, sample_id: str, epoch: int) -> dict[str, Any]:
 # -- events ---------------------------------------------------------------------------
 
 
-class _Events:
+class _Events(Source):
     """One transcript's raw events as a :class:`~watcher.sources.base.Source` of one
     sample, paged and type-filtered as the log source pages them (the stream reads only
     :meth:`events`)."""

@@ -51,7 +51,9 @@ from watcher.events import PROMPT_KEY, Tier
 from watcher.sources.base import (
     EventPage,
     SampleListing,
+    Source,
     SourceError,
+    SourceNotice,
     TaskInfo,
     decode_cursor,
     encode_cursor,
@@ -419,7 +421,7 @@ class SampleBufferReader:
         return dict(rows)
 
 
-class BufferedSource:
+class BufferedSource(Source):
     """The control-channel source, with running samples' pages read from the buffer.
 
     ``tasks``/``samples`` and every read the buffer cannot serve go to ``inner``.
@@ -428,8 +430,9 @@ class BufferedSource:
 
     def __init__(self, inner: Any, base: Path | None = None) -> None:
         self.inner = inner
-        self.name = getattr(inner, "name", "http")
-        self.parallel_reads = getattr(inner, "parallel_reads", 4)
+        self.name = inner.name
+        self.live = inner.live
+        self.parallel_reads = inner.parallel_reads
         self._base = base
         self._readers: dict[str, SampleBufferReader | None] = {}
         # (eval, sample, epoch) -> the last page the control channel served of it:
@@ -444,10 +447,10 @@ class BufferedSource:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def pop_notices(self) -> list[tuple[str, str]]:
-        """``(kind, message)`` of what the watch should report (a buffer turned off)."""
+    def pop_notices(self) -> list[SourceNotice]:
+        """What the watch should report (a buffer turned off)."""
         with self._lock:
-            out = [("transport", m) for m in self.notices]
+            out = [SourceNotice(kind="transport", message=m) for m in self.notices]
             self.notices.clear()
         return out
 

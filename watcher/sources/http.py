@@ -29,6 +29,7 @@ from watcher.sources.base import (
     NotFound,
     ProcessGone,
     SampleListing,
+    Source,
     SourceBusy,
     SourceError,
     TaskInfo,
@@ -49,10 +50,11 @@ def _loads(body: bytes) -> Any:
         return json.loads(body)
 
 
-class HttpSource:
+class HttpSource(Source):
     """One eval process's control server."""
 
     name = "http"
+    live = True
 
     def __init__(self, server: ControlServer, *, timeout: float = 5.0, retries: int = 3,
                  backoff: float = 0.25, max_in_flight: int = 8) -> None:

@@ -47,7 +47,9 @@ from watcher.sources.base import (
     NotFound,
     SampleListing,
     SampleRow,
+    Source,
     SourceError,
+    SourceNotice,
     TaskInfo,
     decode_cursor,
     encode_cursor,
@@ -207,7 +209,7 @@ class _ParsedSample:
     pool: list[Any] = field(default_factory=list)
 
 
-class LogSource:
+class LogSource(Source):
     """Inspect logs as a :class:`Source`.
 
     ``log_dir`` may be a directory (searched recursively), one log file, or a
@@ -234,7 +236,7 @@ class LogSource:
         self._logs: dict[str, _LogEntry] = {}
         self._samples: OrderedDict[tuple[str, str, int, bool], _ParsedSample] = OrderedDict()
         self._json_logs: OrderedDict[str, Any] = OrderedDict()
-        self._notices: list[str | tuple[str, str, dict[str, Any]]] = []
+        self._notices: list[SourceNotice] = []
         self.max_entry = limits.LOG_ENTRY_SIZE.value()
         self.max_expansion = limits.EXPANSION_SIZE.value()
         # reading a local log is CPU work under the GIL: read one sample at a time
@@ -277,9 +279,9 @@ class LogSource:
                 if self.strict or self._single_file():
                     raise
                 if self.unreadable.get(info.name) != str(ex):  # said once per fault
-                    self._notices.append(("unreadable", f"log could not be read: {ex}",
-                                          {"scope": "log", "log": info.name,
-                                           "reason": str(ex)}))
+                    self._notices.append(SourceNotice(
+                        kind="unreadable", message=f"log could not be read: {ex}",
+                        details={"scope": "log", "log": info.name, "reason": str(ex)}))
                 self.unreadable[info.name] = str(ex)
         for gone in set(self._logs) - seen:
             self._forget(gone)
@@ -431,22 +433,21 @@ class LogSource:
                               f"{type(ex).__name__}: {ex}") from ex
         if cut:
             mb = self.max_expansion / limits.MB
-            self._notices.append((
-                "limit", f"{task.log_location} sample {sample_id} epoch {epoch}: attachment "
-                f"references in {cut} event(s) expand past {mb:g} MB; the rest are left "
-                f"unresolved (rules read those events without that text; "
+            self._notices.append(SourceNotice(
+                kind="limit", message=f"{task.log_location} sample {sample_id} epoch {epoch}: "
+                f"attachment references in {cut} event(s) expand past {mb:g} MB; the rest "
+                f"are left unresolved (rules read those events without that text; "
                 f"{limits.EXPANSION_SIZE.env} raises the limit)",
-                {"limit": limits.EXPANSION_SIZE.env, "events": cut}))
+                details={"limit": limits.EXPANSION_SIZE.env, "events": cut}))
         if unknown:
-            self._notices.append(
-                f"{task.log_location} sample {sample_id} epoch {epoch}: "
+            self._notices.append(SourceNotice(
+                kind="gap", message=f"{task.log_location} sample {sample_id} epoch {epoch}: "
                 f"{len(unknown)} attachment reference(s) not in the log: "
-                + ", ".join(sorted(unknown)[:5])
-            )
+                + ", ".join(sorted(unknown)[:5])))
         return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset),
                          done=next_offset >= len(parsed.events))
 
-    def pop_notices(self) -> list[str | tuple[str, str, dict[str, Any]]]:
+    def pop_notices(self) -> list[SourceNotice]:
         """Notices gathered since the last call: unreadable logs, unresolvable or
         over-limit attachments."""
         notices, self._notices = self._notices, []
