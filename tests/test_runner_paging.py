@@ -57,7 +57,7 @@ def test_finished_samples_release_their_rule_state(tmp_path: Path) -> None:
 def test_source_notices_reach_the_watch(tmp_path: Path, monkeypatch: Any) -> None:
     """A log's unresolvable attachment references are reported, not silently passed over."""
     from watcher.sources.base import SourceNotice
-    from watcher.sources.logs import LogSource
+    from watcher.sources.logfiles import LogSource
 
     shutil.copy(CORPUS / "docent-intercode-ctf-gpt4o.eval", tmp_path)
     notices: list[Any] = []

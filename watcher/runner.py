@@ -677,7 +677,7 @@ class SourceWatcher:
                                      "read to its end"))
 
     def _drain_from_log(self, tw: TaskWatcher) -> None:
-        from watcher.sources.logs import LogSource
+        from watcher.sources.logfiles import LogSource
 
         location = str(tw.task.log_location)
         try:

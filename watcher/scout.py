@@ -201,7 +201,7 @@ def _listing(location: str) -> _Listing | None:
 
 
 def _read_listing(location: str) -> _Listing | None:
-    from watcher.sources.logs import LogSource
+    from watcher.sources.logfiles import LogSource
 
     source = LogSource(location, cache_size=1)
     try:

@@ -128,7 +128,7 @@ class Watch:
     def _add_static_sources(self) -> bool:
         cfg = self.config
         if cfg.log_dir:
-            from watcher.sources.logs import LogSource
+            from watcher.sources.logfiles import LogSource
 
             self.runner.add("logs", LogSource(cfg.log_dir), f"log dir {cfg.log_dir}")
             return True
@@ -185,7 +185,7 @@ class Watch:
         """Read, from their logs, the live tasks an earlier watch left unfinished whose eval
         has exited since (``watch --once`` called while an eval ran, then after it ended):
         their open findings end, and what happened after that watch is reported."""
-        from watcher.sources.logs import LogSource
+        from watcher.sources.logfiles import LogSource
 
         alive = {s.pid for s in self._servers()}
         sel = self.config.selector
@@ -566,7 +566,7 @@ class Watch:
         """
         import multiprocessing
 
-        from watcher.sources import logs  # noqa: F401  (imported once, inherited)
+        from watcher.sources import logfiles  # noqa: F401  (imported once, inherited)
 
         global _FORKED
         jobs = self.config.jobs
@@ -643,7 +643,7 @@ _UNMARKED = object()  # a pending item the state did not mark reported
 def _shard_worker(k: int) -> bytes:
     """Scan shard ``k``; its (outputs, summary, finished samples), pickled."""
     assert _FORKED is not None
-    from watcher.sources.logs import forget_open_zips
+    from watcher.sources.logfiles import forget_open_zips
 
     forget_open_zips()  # inherited zip handles share file offsets with the parent's
     engine, config, state = _FORKED
