@@ -309,7 +309,7 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from watcher.cli import load_engine
-    from watcher.runner import LISTING_EVERY_WITH_BUFFER, RunOptions, TaskWatcher
+    from watcher.run.runner import LISTING_EVERY_WITH_BUFFER, RunOptions, TaskWatcher
 
     src = MovedSource()
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
@@ -378,7 +378,7 @@ def test_a_slow_task_list_does_not_hold_up_buffered_reads() -> None:
     the cycle (its answer serves the next one): moved samples are read while the eval
     has not answered, and an error it answers with surfaces one cycle later."""
     from watcher.cli import load_engine
-    from watcher.runner import RunOptions, SourceWatcher
+    from watcher.run.runner import RunOptions, SourceWatcher
     from watcher.sources.base import ProcessGone
 
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")

@@ -451,7 +451,7 @@ def test_local_eval_scan_does_not_import_inspect(tmp_path: Path) -> None:
     code = ("import sys\n"
             "from watcher.engine import Engine, load_rules\n"
             "from watcher.state import WatchState\n"
-            "from watcher.watch import Watch, WatchConfig\n"
+            "from watcher.run.watch import Watch, WatchConfig\n"
             "engine = Engine(load_rules(builtin=True, user_dir=False))\n"
             f"w = Watch(engine, WatchConfig(log_dir={str(tmp_path)!r}, once=True), "
             "WatchState(), [])\n"

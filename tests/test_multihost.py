@@ -20,7 +20,7 @@ from tests.corpus import CORPUS
 from watcher.cli import load_engine, main, run_watch
 from watcher.reporters.examples import example_snapshots
 from watcher.reporters.remote import RemoteJsonlReporter
-from watcher.runner import Selector
+from watcher.run.runner import Selector
 from watcher.summary import ReportContext
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from tests.corpus import CORPUS
 from watcher.cli import load_engine
+from watcher.run.watch import Watch, WatchConfig
 from watcher.state import WatchState
-from watcher.watch import Watch, WatchConfig
 
 
 class Collect:

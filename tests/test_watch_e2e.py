@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from watcher.runner import Selector
+from watcher.run.runner import Selector
+from watcher.run.watch import Watch, WatchConfig
 from watcher.state import WatchState
-from watcher.watch import Watch, WatchConfig
 
 pytestmark = pytest.mark.e2e
 

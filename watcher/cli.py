@@ -228,13 +228,13 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
         alerts.append(hooks.CommandHook(on_finding, timeout=on_finding_timeout or hooks.TIMEOUT,
                                         queue_size=queue_size))
     try:
-        sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence) + alerts
+        sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence)
     except OSError as e:
         state.close()
         click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
         return ExitCode.BAD_INPUT
     try:
-        return _run_watch(engine, state, sinks, selector=selector, log_dir=log_dir,
+        return _run_watch(engine, state, sinks, alerts, selector=selector, log_dir=log_dir,
                           replay=replay, poll=poll, output=output,
                           min_confidence=min_confidence, once=once, transport=transport,
                           fail_on=fail_on, follow=follow, summary_md=summary_md,
@@ -246,7 +246,7 @@ def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
         state.close()
 
 
-def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
+def _run_watch(engine: Any, state: Any, sinks: list[Any], alerts: list[Any], *, selector: Any,
                log_dir: str | None, replay: list[str] | None, poll: float, output: str | None,
                min_confidence: str, once: bool, transport: str, fail_on: str | None,
                follow: bool, summary_md: str | None, summary_html: str | None,
@@ -254,7 +254,7 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
                log_hints: bool, alert_drain: float) -> ExitCode:
     from watcher.reporters import HtmlReporter, MarkdownReporter, ReportContext
     from watcher.reporters.remote import OutputError
-    from watcher.watch import Watch, WatchConfig
+    from watcher.run.watch import Watch, WatchConfig
 
     sinks += extra_sinks or []
     config = WatchConfig(transport=transport, log_dir=log_dir, replay=replay or [],
@@ -262,7 +262,8 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
                          min_confidence=min_confidence, fail_on=fail_on,
                          wait_for_evals=wait_for_evals, jobs=jobs, log_hints=log_hints,
                          alert_drain=alert_drain)
-    watch = Watch(engine, config, state, sinks)
+    watch = Watch(engine, config, state, sinks, alerts=alerts)
+    sinks = [*sinks, *alerts]
     context = ReportContext(started_at=watch.started_at,
                          sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
                          log_dirs=(log_dir,) if log_dir else (),
@@ -278,7 +279,7 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
         return ExitCode.BAD_INPUT
     result = watch.run()
     summary = watch.summary()
-    for sink in sinks:  # less any whose reader went away during the watch
+    for sink in watch.router.sinks:  # less any whose reader went away during the watch
         sink.stop(summary)
     if result.output_closed:
         _quiet_closed_stdout()
@@ -373,7 +374,7 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: s
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
     import os
 
-    from watcher.runner import Selector
+    from watcher.run.runner import Selector
 
     if poll <= 0:
         raise click.BadParameter("must be positive", param_hint="--poll")
@@ -415,7 +416,7 @@ def replay(files: tuple[str, ...], rules: tuple[str, ...], disable: tuple[str, .
            suppress: str | None, fmt: str, output: str | None, min_confidence: str,
            fail_on: str | None) -> None:
     """Run the rules over recorded event pages (JSONL from `record`)."""
-    from watcher.runner import Selector
+    from watcher.run.runner import Selector
     from watcher.sources.base import SourceError
     from watcher.sources.replay import read_recordings
 

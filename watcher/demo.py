@@ -80,7 +80,7 @@ def clean_samples_report(summary: Any) -> list[str]:
 
 def run_demo(keep_logs: str | None = None, no_color: bool = False) -> ExitCode:
     from watcher.cli import load_engine, run_watch
-    from watcher.runner import Selector
+    from watcher.run.runner import Selector
 
     engine = load_engine((), (), (), None)
     eval_file = bundled_dir("examples") / "demo_eval.py"

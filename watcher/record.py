@@ -22,7 +22,7 @@ class Recorded(NamedTuple):
 
 
 def _find(sources: list[Source], task: str) -> tuple[Source, TaskInfo]:
-    from watcher.runner import Selector
+    from watcher.run.runner import Selector
 
     selector = Selector(task)
     for src in sources:

@@ -1,4 +1,4 @@
-"""Whole-run watching: sources → streams → engine → findings (→ reporters).
+"""Reading sources: sources → streams → engine → findings, on one thread per source.
 
 One :class:`SourceWatcher` per source (an eval process's control socket, the
 CLI, a log directory, a replay) runs its own thread, so a busy eval that stalls
@@ -6,8 +6,9 @@ its reads never delays the others. Each task in it has a :class:`TaskWatcher`
 that finds samples through the listing's ``active_since`` delta, polls only the
 samples that changed (plus a periodic resync), feeds completed events to the
 engine and ticks the clock-driven rules. Everything it produces goes to one
-queue that the caller drains on its own thread, so reporters and the state file
-are only ever touched from one place.
+queue that the caller drains on its own thread (:mod:`watcher.run.router` decides
+what it means), so reporters and the state file are only ever touched from one
+place; each output comes off the queue with the :class:`Origin` it was read from.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from watcher.discovery import ControlServer
 from watcher.engine import Engine, RunContext, SampleStatus
 from watcher.findings import Finding, Notice, SampleRef
 from watcher.sources.base import (
@@ -730,6 +732,19 @@ class SourceWatcher:
             self.source.close()
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where an output was read: the runner's key and label for the source, the source,
+    and the control server it speaks to (``None`` for logs, replays and ``inspect ctl``
+    without a discovery file). What a hook at the deciding step needs to act on a
+    finding through the channel it came from (:class:`watcher.run.router.Decider`)."""
+
+    key: str
+    label: str
+    source: Source
+    server: ControlServer | None = None
+
+
 class Runner:
     """Starts source watchers, gathers their output on one queue."""
 
@@ -737,17 +752,24 @@ class Runner:
         self.engine = engine
         self.opts = opts
         self.state = state
-        self.queue: queue.Queue[Output] = queue.Queue()
+        self.queue: queue.Queue[tuple[str, Output]] = queue.Queue()
         self.stop = threading.Event()
         self.watchers: dict[str, SourceWatcher] = {}
         self.threads: dict[str, threading.Thread] = {}
+        self.origins: dict[str, Origin] = {}
 
-    def add(self, key: str, source: Source, label: str, *, once: bool = False) -> SourceWatcher:
+    def add(self, key: str, source: Source, label: str, *, once: bool = False,
+            server: ControlServer | None = None) -> SourceWatcher:
         """Watch ``source`` on its own thread (``once``: read what it holds, then stop,
         whatever the watch's own options)."""
         opts = replace(self.opts, once=True) if once else self.opts
-        sw = SourceWatcher(source, self.engine, opts, self.state, self.queue.put, label)
+
+        def emit(item: Output) -> None:
+            self.queue.put((key, item))
+
+        sw = SourceWatcher(source, self.engine, opts, self.state, emit, label)
         self.watchers[key] = sw
+        self.origins[key] = Origin(key, label, source, server)
         thread = threading.Thread(target=sw.run, args=(self.stop,), name=f"watch-{key}",
                                   daemon=True)
         self.threads[key] = thread
@@ -759,15 +781,22 @@ class Runner:
 
     def drain(self, timeout: float = 0.2) -> Iterator[Output]:
         """Outputs produced so far (waits up to ``timeout`` for the first)."""
+        for _, item in self.drain_from(timeout):
+            yield item
+
+    def drain_from(self, timeout: float = 0.2) -> Iterator[tuple[Origin, Output]]:
+        """:meth:`drain`, each output with where it was read."""
         try:
-            yield self.queue.get(timeout=timeout)
+            key, item = self.queue.get(timeout=timeout)
+            yield self.origins[key], item
         except queue.Empty:
             return
         while True:
             try:
-                yield self.queue.get_nowait()
+                key, item = self.queue.get_nowait()
             except queue.Empty:
                 return
+            yield self.origins[key], item
 
     def shutdown(self, timeout: float = 10.0) -> None:
         self.stop.set()
