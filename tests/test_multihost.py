@@ -19,7 +19,8 @@ from fsspec.implementations.memory import MemoryFileSystem
 from tests.corpus import CORPUS
 from watcher.cli import load_engine, main, run_watch
 from watcher.reporters.examples import example_snapshots
-from watcher.reporters.remote import RemoteJsonlReporter
+from watcher.reporters.jsonl import JsonlReporter
+from watcher.reporters.remote import RemoteReporter
 from watcher.run.runner import Selector
 from watcher.summary import ReportContext
 
@@ -97,7 +98,7 @@ def test_unwritable_remote_output_refuses_to_start(
 def test_failed_uploads_never_stop_the_watch_and_lose_nothing(
         capsys: pytest.CaptureFixture[str]) -> None:
     url = "flaky://bucket/host-b.jsonl"
-    rep = RemoteJsonlReporter(url, every=0.0)
+    rep = RemoteReporter(url, JsonlReporter, every=0.0)
     findings = example_snapshots()[:3]
     rep.start(ReportContext())
     FlakyFS.writes_ok = 0  # an outage: both findings stay in the spool

@@ -710,3 +710,17 @@ def test_notice_roundtrip_via_jsonl() -> None:
     assert [r["kind"] for r in recs] == ["notice", "notice"]
     assert recs[0]["notice"] == "gap" and recs[0]["sample"]["sample_id"] == "7"
     assert isinstance(Notice(kind="x", message="y"), Notice)
+
+
+# -- the registry of reporters ---------------------------------------------------------
+
+def test_built_in_reporters_are_found_for_their_commands() -> None:
+    from watcher.reporters import ReporterError, get_reporter
+
+    assert get_reporter("text", "watch") is TextReporter
+    assert get_reporter("html", "report") is HtmlReporter
+    assert REPORTERS["jsonl"] is JsonlReporter
+    with pytest.raises(ReporterError, match="not for `report`"):
+        get_reporter("text", "report")
+    with pytest.raises(ReporterError, match="takes text, jsonl"):
+        get_reporter("nosuch", "watch")

@@ -13,8 +13,10 @@ arithmetic over a summary.
 from __future__ import annotations
 
 import statistics
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from watcher.findings import CONFIDENCE_LEVELS, Finding, Notice
 from watcher.summary import ReportContext, RunSummary, SampleSummary, StatusSnapshot, TaskSummary
@@ -120,15 +122,53 @@ def sample_counts(samples: Iterable[SampleSummary]) -> dict[str, int]:
     return counts
 
 
+@dataclass(frozen=True)
+class OutputOptions:
+    """The watch's options a reporter may honour when it is opened (:meth:`Reporter.open`)."""
+
+    quiet: bool = False  # findings and notices only: no banner or status
+    color: bool | None = None  # None: colour on a terminal unless NO_COLOR is set
+    min_confidence: str = "low"
+    full_evidence: bool = False  # JSONL: evidence in full, not shortened
+
+
+class OutputError(Exception):
+    """An output that cannot be written; raised by ``start`` before the watch begins."""
+
+
 class Reporter:
     """Base lifecycle; every hook is optional. Subclasses render, never decide.
 
     Call order: ``start`` once, then any number of ``finding`` / ``notice`` /
     ``status``, then ``stop`` once (with the summary when one is available).
-    ``finding`` receives every new, escalated or ended snapshot.
+    ``finding`` receives every new, escalated or ended snapshot. An output that
+    cannot be written raises :class:`OutputError` (or :class:`OSError`) from ``start``,
+    or :class:`OSError` later (the watch then stops and saves its state).
+
+    A reporter is found by ``name`` in the registry (:mod:`watcher.reporters.registry`);
+    ``commands`` says where it can be chosen: ``"watch"`` (``watch --format``: it takes
+    findings as the watch goes) and/or ``"report"`` (``report --format``: it renders a
+    whole run's summary at ``stop``).
     """
 
     name = "base"
+    commands: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def open(cls, output: str | None, options: OutputOptions) -> Reporter:
+        """The reporter writing to ``output`` (a path or URL; ``None``: standard output).
+
+        The default builds ``cls(output)`` or ``cls(stream=sys.stdout)`` and honours no
+        option; a reporter that takes options, or other outputs, overrides it."""
+        if output:
+            return cls(output)  # type: ignore[call-arg]
+        return cls(stream=sys.stdout)  # type: ignore[call-arg]
+
+    @property
+    def lost(self) -> bool:
+        """Findings did not reach the output (and were kept elsewhere, said where): the
+        watch then ends with exit code 3."""
+        return False
 
     def start(self, context: ReportContext) -> None:
         """The run begins."""

@@ -14,13 +14,15 @@ import json
 import logging
 import math
 import os
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from watcher.findings import CONFIDENCE_LEVELS, SEVERITY_LEVELS, Finding, Notice, SampleRef
-from watcher.reporters.base import Reporter
+from watcher.reporters.base import OutputOptions, Reporter
+from watcher.reporters.remote import RemoteReporter, is_url
 from watcher.summary import ReportContext, RunSummary, fold_findings
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,18 @@ class JsonlReporter(Reporter):
     """
 
     name = "jsonl"
+    commands = frozenset({"watch"})
+
+    @classmethod
+    def open(cls, output: str | None, options: OutputOptions) -> Reporter:
+        """To standard output, appended to a local file, or spooled to a local file and
+        uploaded to a URL (:class:`~watcher.reporters.remote.RemoteReporter`)."""
+        if output and is_url(output):
+            return RemoteReporter(output, lambda spool: cls(
+                spool, full_evidence=options.full_evidence))
+        if output:
+            return cls(output, full_evidence=options.full_evidence)
+        return cls(stream=sys.stdout, full_evidence=options.full_evidence)
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
                  stream: TextIO | None = None, full_evidence: bool = False) -> None:

@@ -208,6 +208,7 @@ class MarkdownReporter(Reporter):
     """
 
     name = "markdown"
+    commands = frozenset({"report"})
     render = staticmethod(render_markdown)
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
