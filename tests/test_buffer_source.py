@@ -308,13 +308,13 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
     a sample the watch does not know yet), and it never holds up the reads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from watcher.cli import load_engine
+    from watcher.app import WatchOptions, load_engine
     from watcher.run.runner import LISTING_EVERY_WITH_BUFFER, RunOptions, TaskWatcher
 
     src = MovedSource()
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
     with ThreadPoolExecutor(2) as pool:
-        tw = TaskWatcher(src, task, load_engine((), (), (), None), RunOptions(),  # type: ignore[arg-type]
+        tw = TaskWatcher(src, task, load_engine(WatchOptions()), RunOptions(),  # type: ignore[arg-type]
                          WatchState(), lambda out: None, pool)
         tw.cycle(100.0)  # the first cycle lists before anything else
         assert src.listings == 1 and set(tw.streams) == {("s1", 1), ("s2", 1)}
@@ -377,13 +377,13 @@ def test_a_slow_task_list_does_not_hold_up_buffered_reads() -> None:
     """Once every task reads from the buffer, the request for the task list runs beside
     the cycle (its answer serves the next one): moved samples are read while the eval
     has not answered, and an error it answers with surfaces one cycle later."""
-    from watcher.cli import load_engine
+    from watcher.app import WatchOptions, load_engine
     from watcher.run.runner import RunOptions, SourceWatcher
     from watcher.sources.base import ProcessGone
 
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
     src = SlowTasksSource(task)
-    sw = SourceWatcher(src, load_engine((), (), (), None), RunOptions(),  # type: ignore[arg-type]
+    sw = SourceWatcher(src, load_engine(WatchOptions()), RunOptions(),  # type: ignore[arg-type]
                        WatchState(), lambda out: None, "src")
     try:
         sw.cycle()  # the first cycle asks, and waits: nothing is known yet

@@ -12,7 +12,10 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import stat
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -712,7 +715,87 @@ def test_notice_roundtrip_via_jsonl() -> None:
     assert isinstance(Notice(kind="x", message="y"), Notice)
 
 
-# -- the registry of reporters ---------------------------------------------------------
+# -- reporters other packages register (entry point group inspect_watch.reporters) -----
+
+TSV_REPORTER = '''
+from watcher.reporters import Reporter
+
+
+class TsvReporter(Reporter):
+    """One line per finding snapshot: rule, sample, confidence; for a report, per
+    finding of the summary."""
+
+    name = "tsv"
+    commands = frozenset({"watch", "report"})
+
+    def __init__(self, path=None, *, stream=None):
+        self.out = open(path, "a") if path else stream
+
+    def finding(self, f):
+        self.out.write(f"{f.rule}\\t{f.sample.sample_id}\\t{f.confidence}\\n")
+
+    def stop(self, summary=None):
+        if summary is not None:
+            self.out.write(f"# {len(summary.findings)} findings\\n")
+        self.out.flush()
+
+
+class NotAReporter:
+    pass
+'''
+
+
+def _reporter_package(site: Path) -> None:
+    """An installed package registering reporters, as a third party would."""
+    site.mkdir()
+    (site / "tsv_reporter.py").write_text(TSV_REPORTER)
+    info = site / "tsv_reporter-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tsv-reporter\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[inspect_watch.reporters]\n"
+        "tsv = tsv_reporter:TsvReporter\n"
+        "jsonl = tsv_reporter:TsvReporter\n"  # cannot replace a built-in
+        "broken = tsv_reporter:NotAReporter\n")
+
+
+def _watcher(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_a_registered_reporter_serves_watch_and_report(tmp_path: Path) -> None:
+    from tests.corpus import CORPUS
+
+    site = tmp_path / "site"
+    _reporter_package(site)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(CORPUS / "docent-intercode-ctf-gpt4o.eval", logs)
+    tsv, jsonl = tmp_path / "f.tsv", tmp_path / "f.jsonl"
+    res = _watcher(site, "watch", "--log-dir", str(logs), "--once", "--format", "tsv",
+                   "-o", str(tsv))
+    assert res.returncode == 0, res.stderr
+    res = _watcher(site, "watch", "--log-dir", str(logs), "--once", "--format", "jsonl",
+                   "-o", str(jsonl))
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    # the registered name "jsonl" did not replace the built-in one
+    assert records and all("kind" in d for d in records)
+    lines = tsv.read_text().splitlines()
+    assert lines[:-1] == [f"{d['rule']}\t{d['sample_id']}\t{d['confidence']}" for d in records
+                          if d["kind"] == "finding"]
+    assert lines[-1].startswith("# ")  # stop() had the summary
+    res = _watcher(site, "report", str(jsonl), "--format", "tsv", "--no-logs")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.endswith(" findings\n")
+    # a name that is neither built in nor a reporter is refused, naming what there is
+    for name, why in (("nosuch", "registered one (broken, tsv)"),
+                      ("broken", "not a subclass of watcher.reporters.Reporter")):
+        res = _watcher(site, "watch", "--log-dir", str(logs), "--once", "--format", name)
+        assert res.returncode == 2 and why in res.stderr, res.stderr
+
 
 def test_built_in_reporters_are_found_for_their_commands() -> None:
     from watcher.reporters import ReporterError, get_reporter

@@ -79,10 +79,16 @@ def clean_samples_report(summary: Any) -> list[str]:
 
 
 def run_demo(keep_logs: str | None = None, no_color: bool = False) -> ExitCode:
-    from watcher.cli import load_engine, run_watch
-    from watcher.run.runner import Selector
+    """Run the example eval and watch it with :func:`watcher.app.run`; its exit code
+    (a watch that found something is a demo that worked: 0)."""
+    from watcher import app
+    from watcher.engine import RuleLoadErrors
 
-    engine = load_engine((), (), (), None)
+    try:  # before the eval starts: invalid rules (a user's rule directory) stop the demo
+        engine = app.load_engine(app.WatchOptions())
+    except RuleLoadErrors as e:
+        app.say_rule_errors(e)
+        return ExitCode.BAD_INPUT
     eval_file = bundled_dir("examples") / "demo_eval.py"
     with tempfile.TemporaryDirectory(prefix="inspect-watch-demo-", dir=_temp_root()) as tmp:
         data_home = Path(tmp) / "data"
@@ -107,8 +113,8 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> ExitCode:
                            + (Path(tmp) / "eval.out").read_text()[-2000:], err=True)
                 return ExitCode.SOURCE
             ending = _Summary()
-            code = run_watch(engine, selector=Selector(), poll=0.5, no_color=no_color,
-                             extra_sinks=[ending], log_hints=bool(keep_logs))
+            options = app.WatchOptions(poll=0.5, no_color=no_color, log_hints=bool(keep_logs))
+            code = app.run(options, sinks=[ending], engine=engine)
             if code == ExitCode.OUTPUT_CLOSED:  # `demo | head`: nobody reads on; stop the eval
                 return code
             if code == ExitCode.INTERRUPTED:  # Ctrl+C or SIGTERM: stop the eval, do not await it
