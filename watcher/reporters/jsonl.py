@@ -152,20 +152,15 @@ def _open_text(path: str) -> Any:
     return open(path, encoding="utf-8", errors="replace")
 
 
-def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Parsed lines of one JSONL file (local path or fsspec URL).
-
-    A line that does not parse is skipped with a warning: at the end of the
-    file it is the normal sign of a writer caught mid-line (or killed); in the
-    middle it means the file was damaged, which is worth a louder message.
-    """
-    for _, rec in _numbered_records(path, None):
-        yield rec
-
-
 def _numbered_records(path: str | os.PathLike[str],
                       skipped: list[str] | None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """:func:`iter_records` with line numbers; ``skipped`` gets ``file:line: reason``."""
+    """Parsed lines of one JSONL file (local path or fsspec URL), with line numbers.
+
+    A line that does not parse is skipped with a warning (and ``file:line: reason`` in
+    ``skipped``): at the end of the file it is the normal sign of a writer caught
+    mid-line (or killed); in the middle it means the file was damaged, which is worth a
+    louder message.
+    """
     p = os.fspath(path)
     with _open_text(p) as fh:
         lines = fh.read().split("\n")

@@ -35,7 +35,6 @@ the harness's continue message, a user's reply), looked up in the sample's
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import threading
@@ -44,6 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from orjson import loads as _loads
 
 from watcher.attachments import ATTACHMENT_PROTOCOL, find_refs, resolve_attachments
 from watcher.discovery import discovery_dir
@@ -58,11 +59,6 @@ from watcher.sources.base import (
     decode_cursor,
     encode_cursor,
 )
-
-try:
-    from orjson import loads as _loads
-except ImportError:  # pragma: no cover - a declared dependency
-    _loads = json.loads  # type: ignore[assignment]  # same call, wider parameter
 
 TAIL_INTERVAL = 0.2  # seconds: reads within this of the last tail reuse it
 TAIL_BATCH = 5000  # rows per tail query

@@ -19,6 +19,9 @@ import threading
 import time
 from typing import Any
 
+# faster for the larger pages; anything it refuses (NaN) is retried with json
+from orjson import loads as _fast_loads
+
 from watcher import limits
 from watcher.discovery import ControlServer
 from watcher.events import Tier
@@ -36,11 +39,6 @@ from watcher.sources.base import (
     sample_row,
 )
 from watcher.sources.uds import ResponseLimit, UdsClient
-
-try:  # faster for the larger pages; anything it refuses (NaN) is retried with json
-    from orjson import loads as _fast_loads
-except ImportError:  # pragma: no cover - declared dependency
-    _fast_loads = json.loads  # type: ignore[assignment]  # same call, wider parameter
 
 
 def _loads(body: bytes) -> Any:
