@@ -3,8 +3,8 @@
 The eval (``examples/demo_eval.py``, shipped in the wheel as
 ``watcher.examples``) uses the scripted model, so it needs no API key and no
 network. It runs with a private discovery directory so the demo watches only
-its own eval, and the eval process is always stopped (SIGINT, then SIGKILL)
-before the demo returns.
+its own eval, watched like any live one through :func:`watcher.app.run`, and the eval
+process is always stopped (SIGINT, then SIGKILL) before the demo returns.
 
 At the end it names the samples without findings and says why that is right (the clean
 sample did nothing a rule looks for). Without ``--keep-logs`` the eval's log goes to a
