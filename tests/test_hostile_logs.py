@@ -18,10 +18,10 @@ from tests.hostile_logs import log_name, repeat_events, sample, tool_event, writ
 from watcher.attachments import resolve_attachments
 from watcher.engine import Engine, load_rules
 from watcher.findings import Finding, Notice
-from watcher.reporters.base import StatusSnapshot
-from watcher.sources.logs import LogSource
+from watcher.run.watch import Watch, WatchConfig
+from watcher.sources.logfiles import LogSource
 from watcher.state import WatchState
-from watcher.watch import Watch, WatchConfig
+from watcher.summary import StatusSnapshot
 
 
 class Sink:
