@@ -178,8 +178,8 @@ def main() -> None:
     ap.add_argument("--transport", choices=["auto", "http"], default="auto")
     ap.add_argument("--engine", choices=["source", "compiled"], default="source")
     ap.add_argument("--profile", metavar="FILE",
-                    help="sample the live watcher with py-spy (all threads) into FILE, "
-                         "collapsed stacks; py-spy must be installed, and its CPU counts")
+                    help="sample the live watcher with py-spy (threads holding the GIL) into "
+                         "FILE, collapsed stacks; py-spy must be installed, its CPU counts")
     args = ap.parse_args()
     banner("bench_live_replay")
     work = tmpdir("bench-replay-")
@@ -228,8 +228,8 @@ def main() -> None:
     live_cmd = watch_cmd("watch", "--format", "jsonl", "-o", str(live), "--poll", str(args.poll),
                          "--transport", args.transport)
     if args.profile:
-        live_cmd[:0] = ["py-spy", "record", "--format", "raw", "--rate", "200", "--nonblocking",
-                        "-o", str(Path(args.profile).resolve()), "--"]
+        live_cmd[:0] = ["py-spy", "record", "--format", "raw", "--rate", "100", "--gil",
+                        "--nonblocking", "-o", str(Path(args.profile).resolve()), "--"]
     watcher = subprocess.Popen(
         live_cmd,
         env=wenv, cwd=cwd, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,

@@ -338,6 +338,62 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
         assert src.listings == 3  # still listed every few seconds, for status changes
 
 
+def test_a_vouched_tracked_attempt_is_read_in_process(setup: Any) -> None:
+    buf, inner, src, task = setup
+    buf.event("a")
+    assert not src.reads_in_process(task, "s1", 1, None)  # the first page: the eval's
+    page = _read(src, task, None)
+    assert not src.reads_in_process(task, "s1", 1, page.next)  # vouched, not yet loaded
+    buf.event("b")
+    page = _read(src, task, page.next)
+    assert len(inner.calls) == 1  # the buffer served it
+    assert src.reads_in_process(task, "s1", 1, page.next)
+    assert not src.reads_in_process(task, "s1", 1, encode_cursor("other-attempt", 2))
+    assert not src.reads_in_process(task, "s2", 1, page.next)
+    buf.complete()  # its end comes from the eval, which may make the read wait
+    assert not src.reads_in_process(task, "s1", 1, page.next)
+
+
+class ThreadedSource(MovedSource):
+    """Serves s1 in process (as the buffer does), s2 from the eval; notes the thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: dict[str, int] = {}
+
+    def reads_in_process(self, task: TaskInfo, sample_id: str, epoch: int,
+                         since: str | None) -> bool:
+        return sample_id == "s1"
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: str, limit: int = 500) -> EventPage:
+        self.threads[sample_id] = threading.get_ident()
+        return super().events(task, sample_id, epoch, since=since, types=types, tier=tier,
+                              limit=limit)
+
+
+def test_reads_served_in_process_stay_on_the_cycle_thread() -> None:
+    """A hand-off to a reader thread costs more than a buffer read: only the reads that
+    wait on the eval go to the pool."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from watcher.app import WatchOptions, load_engine
+    from watcher.run.runner import RunOptions, TaskWatcher
+
+    src = ThreadedSource()
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
+    with ThreadPoolExecutor(2) as pool:
+        tw = TaskWatcher(src, task, load_engine(WatchOptions()), RunOptions(),  # type: ignore[arg-type]
+                         WatchState(), lambda out: None, pool)
+        tw.cycle(100.0)
+        src.moved = {("s1", 1), ("s2", 1)}
+        src.threads.clear()
+        tw.cycle(100.5)
+    assert set(src.threads) == {"s1", "s2"}
+    assert src.threads["s1"] == threading.get_ident()
+    assert src.threads["s2"] != threading.get_ident()
+
+
 def test_a_finished_sample_releases_its_view(setup: Any) -> None:
     buf, inner, src, task = setup
     buf.event("a")

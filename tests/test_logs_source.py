@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.corpus import CORPUS
-from watcher.attachments import find_refs, resolve_attachments, resolve_text
+from watcher.attachments import find_refs, resolve_attachments, resolve_json, resolve_text
 from watcher.events import CONTENT_WIDTH, normalise
 from watcher.sources.base import BadResponse, NotFound, TaskInfo, decode_cursor, encode_cursor
 from watcher.sources.logfiles import LogSource, iter_log_samples
@@ -67,6 +67,24 @@ def test_resolve_whole_embedded_unknown_and_legacy() -> None:
     out["b"].append("new")
     assert len(obj["b"]) == 2  # containers are fresh copies
     assert resolve_text("no refs here", atts) == "no refs here"
+
+
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_resolve_json_equals_resolving_the_decoded_value(ensure_ascii: bool) -> None:
+    """The live buffer resolves references in the JSON text before decoding: the same
+    value as the walk, for attachment text JSON must escape and hostile neighbours."""
+    import json
+
+    h1, h2, h3, missing = "a" * 32, "b" * 32, "c" * 32, "f" * 32
+    atts = {h1: 'he said "hi"\n\\ \t \u2028 é 😀 </script>', h2: "",
+            h3: f"attachment://{h1}", "7": "SEVEN", "tc1": "legacy"}
+    obj = {"a": f"attachment://{h1}", "b": [f"x attachment://{h2} y", f"attachment://{h1}Zq"],
+           "c": {"d": f"attachment://{missing}", "e": 3, "f": None, "g": [1.5, True]},
+           "h": f"attachment://{h3}", "i": "tc://tc1", "j": "see tc://tc1", "k": "tc://nope",
+           "l": f"line\nattachment://{h1}\u0041", "m": "attachment://7"}
+    text = json.dumps(obj, ensure_ascii=ensure_ascii)
+    assert json.loads(resolve_json(text, atts)) == resolve_attachments(obj, atts)
+    assert resolve_json('{"a": "no refs"}', atts) == '{"a": "no refs"}'
 
 
 # -- corpus logs ---------------------------------------------------------------

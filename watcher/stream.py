@@ -87,6 +87,11 @@ class SampleStream:
         # the last poll stopped at its page budget with more to read: poll again soon
         self.behind = False
 
+    @property
+    def resume_at(self) -> str | None:
+        """The cursor the next poll reads from."""
+        return self._reread[0] if self._reread is not None else self.cursor
+
     # -- attempts ------------------------------------------------------------
 
     def start_attempt(self, attempt: int) -> None:

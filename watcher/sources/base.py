@@ -164,6 +164,13 @@ class Source(Protocol):
         tell, so the pull loop lists the samples every cycle."""
         return None
 
+    def reads_in_process(self, task: TaskInfo, sample_id: str, epoch: int,
+                         since: str | None) -> bool:
+        """Whether the next read of this sample after ``since`` is served here, without
+        waiting on anyone (the sample buffer): the pull loop then reads it on its own
+        thread, where a hand-off to a reader thread would cost more than the read."""
+        return False
+
     def pop_notices(self) -> list[SourceNotice]:
         """What the source noticed since the last call (each said once)."""
         return []

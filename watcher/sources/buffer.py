@@ -46,7 +46,7 @@ from typing import Any
 
 from orjson import loads as _loads
 
-from watcher.attachments import ATTACHMENT_PROTOCOL, find_refs, resolve_attachments
+from watcher.attachments import ATTACHMENT_PROTOCOL, find_refs, resolve_json
 from watcher.discovery import discovery_dir
 from watcher.events import PROMPT_KEY, Tier
 from watcher.sources.base import (
@@ -199,6 +199,16 @@ class SampleBufferReader:
         except sqlite3.Error:
             pass
 
+    def has_view(self, sample_id: str, epoch: int, nonce: str) -> bool:
+        """Whether this attempt of the sample is tracked (its rows loaded) and still
+        running, so that a read of it is served here."""
+        key = (str(sample_id), int(epoch))
+        view = self._views.get(key)
+        if view is None or view.nonce != nonce or view.broken:
+            return False
+        with self._lock:  # a finished sample's end is read over the control channel
+            return self._running(key)
+
     def forget(self, sample_id: str, epoch: int) -> None:
         """Drop a finished sample's view (the control channel served its end)."""
         with self._lock:
@@ -318,17 +328,18 @@ class SampleBufferReader:
             attach = self._attachments(key, blobs + list(prompts.values()))
         out: list[dict[str, Any]] = []
         for i, blob in enumerate(blobs):
-            event = models.get(i)
-            if event is None:
-                event = _loads(blob)
+            # references are resolved in the JSON text, before the one decode it needs
+            if attach is not None and ATTACHMENT_PROTOCOL in blob:
+                event = _loads(resolve_json(blob, attach))
+            else:
+                event = models.get(i)
+                if event is None:
+                    event = _loads(blob)
             prompt = prompts.get(i)
             if prompt is not None:
-                message = _loads(prompt)
+                message = _loads(_resolved(prompt, attach))
                 if isinstance(message, dict):
                     event[PROMPT_KEY] = message
-            if attach is not None and (ATTACHMENT_PROTOCOL in blob or prompt is not None
-                                       and ATTACHMENT_PROTOCOL in prompt):
-                event = resolve_attachments(event, attach)
             out.append(event)
         return out
 
@@ -363,13 +374,15 @@ class SampleBufferReader:
             view = self._views.get(key) or _View("")
             prompts = self._prompts(key, view, models)
             attach = self._attachments(key, blobs + list(prompts.values()))
+        if attach is not None:  # decoded again from the resolved text (see read)
+            for u in found:
+                if ATTACHMENT_PROTOCOL in latest[u]:
+                    found[u] = _loads(resolve_json(latest[u], attach))
         raws = list(found.values())
         for i, prompt in prompts.items():
-            message = _loads(prompt)
+            message = _loads(_resolved(prompt, attach))
             if isinstance(message, dict):
                 raws[i][PROMPT_KEY] = message
-        if attach is not None:
-            raws = [resolve_attachments(e, attach) for e in raws]
         by_uuid = {str(e.get("uuid")): e for e in raws}
         return [by_uuid.get(str(e.get("uuid")), e) if isinstance(e, dict) else e
                 for e in events]
@@ -415,6 +428,10 @@ class SampleBufferReader:
             f"SELECT hash, content FROM attachments WHERE sample_id = ? AND sample_epoch = ? "
             f"AND hash IN ({marks})", (key[0], key[1], *sorted(refs))).fetchall()
         return dict(rows)
+
+
+def _resolved(blob: str, attach: dict[str, str] | None) -> str:
+    return resolve_json(blob, attach) if attach is not None else blob
 
 
 class BufferedSource(Source):
@@ -493,6 +510,17 @@ class BufferedSource(Source):
         except sqlite3.Error as exc:
             self._drop(task, exc)
             return None
+
+    def reads_in_process(self, task: TaskInfo, sample_id: str, epoch: int,
+                         since: str | None) -> bool:
+        """A tracked attempt the control channel vouched for is read from the buffer
+        (it may still hand the read over, e.g. when the sample has just finished)."""
+        reader = self._readers.get(task.eval_id)
+        vouched = self._vouched.get((task.eval_id, str(sample_id), int(epoch)))
+        if reader is None or vouched is None:
+            return False
+        nonce = decode_cursor(since)[0] if since is not None else vouched.nonce
+        return nonce == vouched.nonce and reader.has_view(sample_id, epoch, nonce)
 
     def _drop(self, task: TaskInfo, exc: Exception) -> None:
         with self._lock:
