@@ -663,7 +663,11 @@ class SourceWatcher:
             return
         abandoned = 0
         for tw in self.tasks.values():
-            if any(not s.done for s in tw.streams.values()) and tw.task.log_location:
+            # also when every stream is done: the last listing may be seconds old (a
+            # sample buffer's reader lists every few seconds), and the log holds each
+            # sample's last state, which the final status shows
+            stale = any(not r.terminal for r in tw.rows.values())
+            if tw.task.log_location and (stale or any(not s.done for s in tw.streams.values())):
                 self._drain_from_log(tw)
             abandoned += sum(not s.done for s in tw.streams.values())
             tw.finalize_all("the eval process went away before the sample finished "
@@ -693,6 +697,8 @@ class SourceWatcher:
         listing = source.samples(tasks[0])
         for row in listing.samples:
             key = (row.sample_id, row.epoch)
+            if key in tw.rows and row.terminal:  # the sample's last word
+                tw.rows[key] = row
             if key in tw.streams and row.terminal:
                 tw.rows[key] = row
                 tw._on_row(key, row, time.time())

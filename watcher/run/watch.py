@@ -34,8 +34,11 @@ from watcher.run.status import run_summary, status_snapshot
 from watcher.state import WatchState
 from watcher.summary import RunSummary, StatusSnapshot
 
-# seconds between two status snapshots sent to the sinks
+# seconds between two status snapshots sent to the sinks; one is sent sooner (but not
+# within STATUS_MIN of the last) when a source finished a cycle or anything was written,
+# so the counts a status area shows are never a cycle behind what was printed above it
 STATUS_EVERY = 1.0
+STATUS_MIN = 0.2
 
 
 @dataclass
@@ -125,6 +128,9 @@ class Watch:
                                notices=len(self.router.notices),
                                samples=self.config.sample_detail)
 
+    def _polls(self) -> int:
+        return sum(sw.cycles for sw in list(self.runner.watchers.values()))
+
     def summary(self) -> RunSummary:
         """What the end-of-run reports show: tasks, samples, findings, notices."""
         return run_summary(self.runner, self.router.findings.values(), self.router.notices,
@@ -150,18 +156,23 @@ class Watch:
         finished_before = set(self.state.finished)
         try:
             last_status = 0.0
+            last_polls = -1
             last_discover = time.time()
             while True:
+                routed = False
                 for origin, item in runner.drain_from(timeout=min(0.2, cfg.poll)):
                     router.route(item, origin)
+                    routed = True
                 router.flush()
                 router.pop_notices()
                 now = time.time()
                 if not static and not cfg.once and now - last_discover >= cfg.poll:
                     last_discover = now
                     self.sources.discover()
-                if now - last_status >= STATUS_EVERY:
-                    last_status = now
+                polls = self._polls()
+                if now - last_status >= STATUS_EVERY or (
+                        (routed or polls != last_polls) and now - last_status >= STATUS_MIN):
+                    last_status, last_polls = now, polls
                     router.send("status", self.status())
                 if self.interrupted:
                     break
@@ -188,6 +199,9 @@ class Watch:
             if cfg.shard is None:  # a parallel scan's parent says it for all its workers
                 self._say_if_incomplete()
             router.flush(force=True)
+            # the last word of the status area: every task as it ended (the rows the
+            # last listing, or the log of an eval that exited, gave), not a second old
+            router.send("status", self.status())
             router.drain_alerts(cfg.alert_drain)
             if router.output_failed:
                 # findings of samples read in this run may not have been written: the
