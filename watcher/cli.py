@@ -148,6 +148,8 @@ main.add_command(rules_group, name="rules")
               "was reported (for CI).")
 @click.option("--follow", is_flag=True, help="Keep watching for evals launched later.")
 @click.option("--quiet", "-q", is_flag=True, help="Findings only: no banner or status.")
+@click.option("--verbose", "-v", is_flag=True, help="text: under each finding's first line, "
+              "its evidence and what to do (the hand-off), once per finding.")
 @click.option("--no-color", is_flag=True, help="No colour (NO_COLOR is honoured too).")
 @click.option("--summary", "summary_md", type=click.Path(dir_okay=False),
               help="Write a Markdown summary here at the end.")
@@ -313,11 +315,13 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
 @click.option("--keep-logs", type=click.Path(file_okay=False),
               help="Write the demo eval's logs here (default: a temporary directory).")
 @click.option("--no-color", is_flag=True)
-def demo(keep_logs: str | None, no_color: bool) -> None:
+@click.option("--verbose", "-v", is_flag=True,
+              help="Under each finding's first line, its evidence and what to do, once.")
+def demo(keep_logs: str | None, no_color: bool, verbose: bool) -> None:
     """Launch the bundled example eval in the background and watch it live."""
     from watcher.demo import run_demo
 
-    sys.exit(run_demo(keep_logs=keep_logs, no_color=no_color))
+    sys.exit(run_demo(keep_logs=keep_logs, no_color=no_color, verbose=verbose))
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ class WatchConfig:
     alert_drain: float = DRAIN_SECONDS  # seconds the end waits for queued alerts
     log_hints: bool = True  # hand-offs name the log (not one that will be deleted: the demo's)
     sample_detail: bool = False  # status snapshots carry a row per sample read
+    recent_events: int = 0  # events kept per sample for a front end (RunOptions)
 
 
 @dataclass
@@ -88,7 +89,8 @@ class Watch:
         self.config = config
         self.state = state
         self.opts = RunOptions(poll=config.poll, once=config.once, selector=config.selector,
-                               exit_grace=config.exit_grace, shard=config.shard)
+                               exit_grace=config.exit_grace, shard=config.shard,
+                               recent_events=config.recent_events)
         self.runner = Runner(engine, self.opts, state)
         self.router = Router(state, sinks, alerts=alerts, deciders=deciders,
                              min_confidence=config.min_confidence, fail_on=config.fail_on,
@@ -127,6 +129,15 @@ class Watch:
                                min_confidence=self.config.min_confidence,
                                notices=len(self.router.notices),
                                samples=self.config.sample_detail)
+
+    def recent_events(self, eval_id: str, sample_id: str, epoch: int) -> list[dict[str, Any]]:
+        """A sample's last events as the runner kept them (``recent_events``); from any
+        thread."""
+        for sw in list(self.runner.watchers.values()):
+            tw = sw.tasks.get(eval_id)
+            if tw is not None:
+                return tw.recent_events(sample_id, epoch)
+        return []
 
     def _polls(self) -> int:
         return sum(sw.cycles for sw in list(self.runner.watchers.values()))
