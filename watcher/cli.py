@@ -187,6 +187,34 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None,
 
 
 @main.command()
+@click.argument("task", required=False)
+@click.option("--log-dir", help="Browse finished logs here (a directory, a file, or a URL) "
+              "instead of live evals.")
+@_rule_options
+@click.option("--poll", type=float, default=1.0, show_default=True, help="Seconds between polls.")
+@click.option("--min-confidence", type=LEVELS, default="low", show_default=True,
+              help="Show findings at or above this level at first (`c` changes it).")
+@click.option("--transport", type=click.Choice(["auto", "http", "cli"]), default="auto",
+              show_default=True, help="As for watch.")
+def top(task: str | None, min_confidence: str, **options: Any) -> None:
+    """A live fleet view: every running eval and sample, and their findings (q quits).
+
+    Runs the same watch as `watch` (following evals launched later), in a terminal
+    screen; `top --log-dir DIR` browses finished logs the same way. Keys: docs/top.md.
+    """
+    from watcher import app
+    from watcher.run.runner import Selector
+    from watcher.top.run import run_top
+
+    try:
+        code = run_top(app.WatchOptions(selector=Selector(task), **options),
+                       min_confidence=min_confidence)
+    except app.OptionsError as e:
+        _bad_input(e)
+    sys.exit(code)
+
+
+@main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @_rule_options
 @click.option("--format", "format", type=ReporterChoice("watch"), default="text")
