@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -54,6 +55,9 @@ LEVEL_STYLES = {"high": "bold white on red", "medium": "bold black on yellow",
                 "low": "black on cyan"}
 AGENT_STYLE = "italic"
 NOT_AVAILABLE = "needs --act: not available"
+FINDINGS_TITLE = "findings, newest first (Enter: all of it)"
+NO_EVALS = {"live": "no running eval yet: waiting for one (evals launched later are followed)",
+            "logs": "no Inspect logs read yet"}
 # the screen looks for news this often; it redraws only when the watch sent some
 REFRESH_SECONDS = 0.25
 # below NARROW columns, tables drop their less important columns; some need WIDE
@@ -127,15 +131,18 @@ class Column:
 FLEET_COLUMNS = (Column("task", "task", None), Column("model", "model", 12, narrow=False),
                  Column("samples", "done/run/n", 10), Column("tokens", "tokens", 6, False),
                  Column("idle", "oldest idle", 11), Column("findings", "H/M/L", 8))
-SAMPLE_COLUMNS = (Column("sample", "sample/epoch", None),
+SAMPLE_COLUMNS = (Column("sample", "sample", None),
                   Column("task", "task", 14, narrow=False, wide=True),
-                  Column("status", "status", 9), Column("attempt", "try", 3, narrow=False),
+                  Column("status", "status", 7), Column("attempt", "try", 3, narrow=False),
                   Column("idle", "idle", 6), Column("last", "last event", 11),
-                  Column("tokens", "tokens", 6, narrow=False), Column("worst", "worst", 16))
+                  Column("tokens", "tokens", 6, narrow=False), Column("worst", "worst", 14))
 FINDING_COLUMNS = (Column("level", "level", 8), Column("title", "finding", None),
                    Column("sample", "sample/epoch task", 22), Column("count", "n", 4),
                    Column("age", "age", 4, narrow=False))
 MIN_FLEX = 8
+# the listing's sample statuses, in the status column's seven cells
+STATUS_WORDS = {"completed": "done", "cancelled": "cancel", "running": "running",
+                "error": "error"}
 
 
 class Table:
@@ -214,7 +221,8 @@ def sample_cells(r: SampleRow) -> dict[str, Text]:
     worst = (f"{BADGES.get(r.worst.confidence, '?')} {one(r.worst.rule, 60)}"
              + (f" +{r.findings - 1}" if r.findings > 1 else "")) if r.worst else ""
     return {"sample": cell(f"{ident(r.sample_id, 40)}/{r.epoch}"), "task": cell(ident(r.task)),
-            "status": cell(one(r.status, 20)), "attempt": cell(r.attempt),
+            "status": cell(STATUS_WORDS.get(r.status, one(r.status, 20))),
+            "attempt": cell(r.attempt),
             "idle": cell(idle_text(r.idle)), "last": cell(ident(last, 40)),
             "tokens": cell(tokens_text(r.tokens)),
             "worst": cell(worst, LEVEL_STYLES.get(r.worst.confidence, "") if r.worst else "")}
@@ -236,15 +244,14 @@ def finding_text(f: Finding) -> Text:
     block = TextReporter(io.StringIO(), color=False, quiet=True).finding_block(f, f.status)
     out = Text(no_wrap=False, end="")
     out.append(f" {BADGES.get(f.confidence, '?')} ", LEVEL_STYLES.get(f.confidence, ""))
-    out.append(f" {one(f.summary or f.title, 500)}\n\n")
+    out.append(f" {one(f.summary or f.title, 500)}\n")
+    command = handoff_command(f)  # first: the screen may be shorter than the finding
+    out.append(f"y copies: {command}" if command else "nothing to copy for this finding",
+               "bold")
+    out.append(f"\nx acts on the sample: {NOT_AVAILABLE}\n\n", "dim")
     for line in block.splitlines():
         agent = "agent text (untrusted)" in line or "«" in line and "evidence:" in line
         out.append(line + "\n", AGENT_STYLE if agent else "")
-    command = handoff_command(f)
-    out.append("\n")
-    out.append(f"y copies: {command}" if command else "nothing to copy for this finding",
-               "bold")
-    out.append(f"\nx acts on the sample: {NOT_AVAILABLE}", "dim")
     return out
 
 
@@ -379,7 +386,7 @@ class SamplesScreen(Screen[None]):
         yield Static(Text(""), id="status", classes="status")
         yield Static(Text(""), id="filters", classes="filters")
         yield DataTable(id="samples", cursor_type="row", zebra_stripes=True)
-        yield Static(Text("findings, newest first (Enter: all of it)"), classes="pane-title")
+        yield Static(Text(FINDINGS_TITLE), classes="pane-title")
         yield DataTable(id="task-findings", cursor_type="row")
         yield Footer()
 
@@ -437,7 +444,7 @@ class TopApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(""), id="status", classes="status")
         yield DataTable(id="fleet", cursor_type="row")
-        yield Static(Text("findings, newest first (Enter: all of it)"), classes="pane-title")
+        yield Static(Text(FINDINGS_TITLE), classes="pane-title", id="findings-title")
         yield DataTable(id="findings", cursor_type="row")
         yield Footer()
 
@@ -485,6 +492,10 @@ class TopApp(App[None]):
                 tasks = view.snapshot.tasks if view.snapshot else ()
                 filters.update(Text(self.filters.describe(tasks)))
         tables = self._tables
+        for title in self.screen.query("#findings-title"):
+            if isinstance(title, Static):
+                empty = view.snapshot is None or not view.snapshot.tasks
+                title.update(Text(NO_EVALS.get(self.mode, "") if empty else FINDINGS_TITLE))
         if "fleet" in tables and tables["fleet"].widget.screen is self.screen:
             tables["fleet"].fill([(r.key, fleet_cells(r)) for r in fleet_rows(view, self.filters)])
         main = replace(self.filters, eval_id=None) if self.screen_is_main() else self.filters
@@ -521,10 +532,14 @@ class TopApp(App[None]):
             ago = snap.since_last_poll
             state = "first poll under way" if ago is None else f"polled {fmt_duration(ago)} ago"
         else:
-            state = "waiting for evals (new ones are followed)"
-        segments = [f"inspect-watch top · findings ≥{floor}: {counts}",
-                    f"{len(snap.tasks)} tasks, {running} running, {done} done", state, where]
-        return Text(fit_segments(segments, max(20, self.size.width)), no_wrap=True)
+            state = "waiting for evals"
+        width = max(20, self.size.width)
+        found = f"findings ≥{floor}: {counts}"
+        # the count of findings whole, whatever is left out around it
+        head = next((h for h in (f"inspect-watch top · {where} · {found}",
+                                 f"inspect-watch top · {found}") if cell_len(h) <= width), found)
+        segments = [head, state, f"{len(snap.tasks)} tasks, {running} running, {done} done"]
+        return Text(fit_segments(segments, width), no_wrap=True)
 
     def _write_trace(self, view: View, now: float) -> None:
         """For benchmarks/bench_top.py: when each finding was first drawn, beside when

@@ -1,0 +1,101 @@
+"""``inspect-watch top`` in a real terminal (tmux, 80x24) against a real scripted eval:
+the sample ids and a finding on screen, the drill-in, hostile agent text inert, and a
+clean exit on ``q`` and on Ctrl+C that leaves the terminal as it was.
+
+Skipped when tmux is not installed (``apt-get install -y tmux``).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.evalproc import REPO, EvalProc, start_eval
+from tests.test_live_tmux import TMUX, tmux, wait_screen
+
+pytestmark = [pytest.mark.skipif(TMUX is None, reason="tmux not installed"), pytest.mark.e2e]
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[str]:
+    """A shell in an 80x24 tmux pane; its screen says MARK-BEFORE before top starts."""
+    name = f"iw-top-{uuid.uuid4().hex[:8]}"
+    assert TMUX is not None
+    subprocess.run([TMUX, "-f", "/dev/null", "new-session", "-d", "-s", name, "-x", "80",
+                    "-y", "24", "bash --norc --noprofile"], check=True, timeout=30)
+    tmux("send-keys", "-t", name, f"cd {shlex.quote(str(REPO))} && clear && echo MARK-BEFORE",
+         "Enter")
+    wait_screen(name, "MARK-BEFORE")
+    try:
+        yield name
+    finally:
+        tmux("kill-session", "-t", name)
+
+
+def start_top(name: str, ev: EvalProc) -> None:
+    cmd = (f"XDG_DATA_HOME={shlex.quote(str(ev.data_home))} "
+           f"{shlex.quote(sys.executable)} -m watcher top --poll 0.3; echo TOP-EXIT=$?")
+    tmux("send-keys", "-t", name, cmd, "Enter")
+
+
+def left_cleanly(name: str) -> str:
+    """The shell's screen once top has exited: the alternate screen is gone, what was
+    on the terminal before is back, and the exit code is 0."""
+    screen = wait_screen(name, "TOP-EXIT=")
+    assert "TOP-EXIT=0" in screen, screen
+    assert "MARK-BEFORE" in screen, screen
+    assert tmux("display-message", "-p", "-t", name, "#{alternate_on}").strip() == "0"
+    tmux("send-keys", "-t", name, "echo TYPED-AFTER", "Enter")  # the keyboard is the shell's
+    wait_screen(name, "\nTYPED-AFTER")
+    return screen
+
+
+def test_top_in_a_terminal_fleet_finding_drill_in_and_q(terminal: str, tmp_path: Path) -> None:
+    ev = start_eval(tmp_path, "loops", "-T", "hostile=true", tool_delay=2.0)
+    try:
+        ev.discovery()
+        start_top(terminal, ev)
+        screen = wait_screen(terminal, "Same tool call repeated", 180)
+        assert "repeat/1 loops" in screen and "loops" in screen.split("\n")[2]
+        assert screen.split("\n")[0].startswith("inspect-watch top · live · findings ≥low: ")
+        screen = wait_screen(terminal, "submit-loop/1 loops")
+        # the agent's escapes did nothing: no title set, no screen cleared, no bidi
+        assert "pwned" not in tmux("display-message", "-p", "-t", terminal, "#{pane_title}")
+        assert "\u202e" not in screen and "MARK-BEFORE" not in screen
+        # drilled in: every sample with its status and worst finding
+        tmux("send-keys", "-t", terminal, "Enter")
+        screen = wait_screen(terminal, "clean/1")
+        assert "task loops · confidence ≥ low · sorted by worst" in screen
+        rows = [r.lstrip() for r in screen.split("\n")]
+        assert any(r.startswith("repeat/1 ") and "HIGH" in r for r in rows), screen
+        assert any(r.startswith("submit-loop/1 ") for r in rows), screen
+        # the submit loop's whole finding: agent text quoted, its fake line inert
+        tmux("send-keys", "-t", terminal, "Tab")
+        tmux("send-keys", "-t", terminal, "Enter")
+        screen = wait_screen(terminal, "y copies:")
+        assert not any(r.lstrip().startswith("## inspect-watch") for r in screen.split("\n"))
+        tmux("send-keys", "-t", terminal, "Escape")
+        tmux("send-keys", "-t", terminal, "Escape")
+        wait_screen(terminal, "H/M/L")
+        tmux("send-keys", "-t", terminal, "q")
+        left_cleanly(terminal)
+    finally:
+        ev.stop()
+
+
+def test_top_in_a_terminal_exits_on_ctrl_c(terminal: str, tmp_path: Path) -> None:
+    ev = start_eval(tmp_path, "slow", "-T", "samples=2", "-T", "turns=40", tool_delay=0.5)
+    try:
+        ev.discovery()
+        start_top(terminal, ev)
+        wait_screen(terminal, "0/2/2", 180)  # the fleet: done/running/total
+        tmux("send-keys", "-t", terminal, "C-c")
+        left_cleanly(terminal)
+    finally:
+        ev.stop()
