@@ -19,7 +19,16 @@ from tests.evalproc import start_eval
 from watcher import app
 from watcher.reporters.examples import example_snapshots
 from watcher.summary import SampleProgress, StatusSnapshot, TaskStatus
-from watcher.top.app import NOT_AVAILABLE, EventsScreen, FindingScreen, SamplesScreen, TopApp
+from watcher.top import app as top_app
+from watcher.top.app import (
+    NOT_AVAILABLE,
+    NOT_WIRED,
+    EventsScreen,
+    FindingScreen,
+    SamplesScreen,
+    TopApp,
+    act_placeholder,
+)
 from watcher.top.model import Filters, TopSink, View, handoff_command, sample_rows
 from watcher.top.run import top_options
 
@@ -145,7 +154,8 @@ def test_top_browses_logs_fleet_drill_in_finding_events_copy(hostile_logs: Path)
     assert seen["clipboard"] in (f"inspect view --log-dir {hostile_logs}",
                                  f"inspect view --log-dir file://{hostile_logs}")
     assert "copied: inspect view --log-dir" in seen["toasts"]
-    assert NOT_AVAILABLE in seen["toasts"]
+    assert act_placeholder() in seen["toasts"]  # and nothing was acted on
+    assert "x (act on the sample, placeholder): " in finding
     assert "recent events of loops/" in seen["events"]
 
 
@@ -285,3 +295,51 @@ def test_the_copied_command_is_the_dry_run_or_the_log_never_a_kill() -> None:
     done = replace(f, handoff="inspect-watch only observes: … kill -INT 4242")
     assert handoff_command(done) == "inspect view --log-dir /logs"
     assert handoff_command(replace(done, sample=replace(done.sample, log_location=None))) is None
+
+
+def test_the_action_key_is_a_labelled_placeholder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the watchdog it says acting needs --act; with it installed (another
+    branch adds watcher.act.watchdog) it says top does not drive it yet. Never acts."""
+    monkeypatch.setattr(top_app, "watchdog_installed", lambda: False)
+    assert act_placeholder() == NOT_AVAILABLE
+    assert NOT_AVAILABLE == "acting needs `--act` (not available in this build)"
+    monkeypatch.setattr(top_app, "watchdog_installed", lambda: True)
+    assert act_placeholder() == NOT_WIRED
+    monkeypatch.undo()
+    import importlib.util
+    installed = importlib.util.find_spec("watcher.act") is not None and \
+        importlib.util.find_spec("watcher.act.watchdog") is not None
+    assert top_app.watchdog_installed() is installed
+
+
+def test_back_from_the_samples_then_news_redraws_the_fleet() -> None:
+    """Escape from the drilled-in samples, then a new finding: the redraw used to reach
+    the popped screen's tables (NoScreen: a live top crashed on its next finding)."""
+    loop, err, *_ = example_snapshots()
+    sink = TopSink()
+    sink.status(StatusSnapshot(
+        tasks=(TaskStatus("demo", "m", eval_id="eval1", running=1),),
+        samples=(SampleProgress("demo", "eval1", "7", status="running"),), now=time.time()))
+    sink.finding(loop)
+    top = TopApp(sink, mode="live")
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with top.run_test(size=(80, 24)) as pilot:
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(top.screen, SamplesScreen)
+                        and "7/1" in screen_text(top))
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(top.screen, SamplesScreen))
+            sink.finding(err)  # news after the samples screen has gone
+            await pilot.pause(0.6)  # two ticks of the screen's refresh
+            await pilot.resize_terminal(60, 24)
+            await pilot.pause(0.3)
+            seen["text"] = screen_text(top)
+            seen["eval_id"] = top.filters.eval_id
+            await pilot.press("q")
+
+    asyncio.run(main())
+    assert top._exception is None, top._exception
+    assert seen["eval_id"] is None  # back on the fleet: every task's findings again
+    assert err.title.split()[0] in seen["text"]

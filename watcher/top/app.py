@@ -13,12 +13,15 @@ passes through :mod:`watcher.sanitize` and is handed to Textual as a
 :class:`rich.text.Text`, never as markup: ``[red]`` in a task name is shown, not
 obeyed, and agent text is «quoted» and labelled untrusted.
 
-The watchdog's action keys (issue 20, ``watch --act``) slot in at :attr:`TopApp.actions`:
-until then the ``x`` key says "needs --act: not available".
+The watchdog's action keys (issue 20, ``watch --act``) slot in at :attr:`TopApp.actions`.
+This build has none: ``x`` is a labelled placeholder that says acting needs ``--act``
+(or, where ``watcher.act.watchdog`` is installed, that top does not drive it yet). It
+never acts.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import time
@@ -31,6 +34,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.dom import NoScreen
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -54,7 +58,9 @@ from watcher.top.model import (
 LEVEL_STYLES = {"high": "bold white on red", "medium": "bold black on yellow",
                 "low": "black on cyan"}
 AGENT_STYLE = "italic"
-NOT_AVAILABLE = "needs --act: not available"
+NOT_AVAILABLE = "acting needs `--act` (not available in this build)"
+NOT_WIRED = ("the watchdog (watcher.act.watchdog) is installed, but top does not offer its "
+             "actions yet: nothing was done")
 FINDINGS_TITLE = "findings, newest first (Enter: all of it)"
 NO_EVALS = {"live": "no running eval yet: waiting for one (evals launched later are followed)",
             "logs": "no Inspect logs read yet"}
@@ -63,6 +69,19 @@ REFRESH_SECONDS = 0.25
 # below NARROW columns, tables drop their less important columns; some need WIDE
 NARROW = 80
 WIDE = 100
+
+
+def watchdog_installed() -> bool:
+    """Whether this build has the watchdog (issue 20): another branch adds it."""
+    try:
+        return importlib.util.find_spec("watcher.act.watchdog") is not None
+    except (ImportError, ValueError):  # watcher.act itself missing or broken
+        return False
+
+
+def act_placeholder() -> str:
+    """What the action key says while top has no actions to offer."""
+    return NOT_WIRED if watchdog_installed() else NOT_AVAILABLE
 
 
 def cell(value: object, style: str = "") -> Text:
@@ -248,7 +267,7 @@ def finding_text(f: Finding) -> Text:
     command = handoff_command(f)  # first: the screen may be shorter than the finding
     out.append(f"y copies: {command}" if command else "nothing to copy for this finding",
                "bold")
-    out.append(f"\nx acts on the sample: {NOT_AVAILABLE}\n\n", "dim")
+    out.append(f"\nx (act on the sample, placeholder): {act_placeholder()}\n\n", "dim")
     for line in block.splitlines():
         agent = "agent text (untrusted)" in line or "«" in line and "evidence:" in line
         out.append(line + "\n", AGENT_STYLE if agent else "")
@@ -302,7 +321,7 @@ class FindingScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Back"),
         Binding("y", "app.copy_handoff", "Copy command"),
-        Binding("x", "app.act", "Act (needs --act)"),
+        Binding("x", "app.act", "Act (placeholder)"),
     ]
 
     def __init__(self, finding: Finding) -> None:
@@ -496,19 +515,26 @@ class TopApp(App[None]):
             if isinstance(title, Static):
                 empty = view.snapshot is None or not view.snapshot.tasks
                 title.update(Text(NO_EVALS.get(self.mode, "") if empty else FINDINGS_TITLE))
-        if "fleet" in tables and tables["fleet"].widget.screen is self.screen:
+        if "fleet" in tables and self._showing(tables["fleet"]):
             tables["fleet"].fill([(r.key, fleet_cells(r)) for r in fleet_rows(view, self.filters)])
         main = replace(self.filters, eval_id=None) if self.screen_is_main() else self.filters
         for table_id in ("findings", "task-findings"):
             table = tables.get(table_id)
-            if table is not None and table.widget.screen is self.screen:
+            if table is not None and self._showing(table):
                 table.fill([(r.key, finding_cells(r))
                             for r in finding_rows(view, main, now)])
         table = tables.get("samples")
-        if table is not None and table.widget.screen is self.screen:
+        if table is not None and self._showing(table):
             table.fill([(r.key, sample_cells(r)) for r in sample_rows(view, self.filters)])
         if self._trace:
             self._write_trace(view, now)
+
+    def _showing(self, table: Table) -> bool:
+        """Whether ``table`` is on the screen in front (a popped screen's are on none)."""
+        try:
+            return table.widget.screen is self.screen
+        except NoScreen:
+            return False
 
     def screen_is_main(self) -> bool:
         return not isinstance(self.screen, SamplesScreen)
@@ -576,7 +602,7 @@ class TopApp(App[None]):
 
     def drill_in(self, eval_id: str | None) -> None:
         self.filters = replace(self.filters, eval_id=eval_id)
-        self.push_screen(SamplesScreen(), callback=lambda _: self._back_to_main())
+        self.push_screen(SamplesScreen())
 
     def samples_mounted(self, screen: SamplesScreen) -> None:
         self._bind_tables(screen)
@@ -622,7 +648,10 @@ class TopApp(App[None]):
 
     def action_up(self) -> None:
         if isinstance(self.screen, SamplesScreen):
+            # pop_screen drops a push_screen callback without calling it: forget the
+            # drilled-in tables here, or the next redraw reaches a removed widget
             self.pop_screen()
+            self._back_to_main()
 
     def action_all_samples(self) -> None:
         if not isinstance(self.screen, SamplesScreen):
@@ -667,12 +696,13 @@ class TopApp(App[None]):
 
     def action_act(self) -> None:
         """The watchdog's actions (issue 20) will be offered here, each confirmed with its
-        target named; until ``watch --act`` exists there are none."""
+        target named; this build has none, so the key says so and does nothing."""
         if self.actions is None:
-            self.notify(NOT_AVAILABLE, severity="warning")
+            self.notify(act_placeholder(), title="act (placeholder)", severity="warning")
             return
         f = self.selected_finding()
         if f is None or not self.actions.available(f):
             self.notify("no action for this finding's sample", severity="warning")
             return
-        self.notify(NOT_AVAILABLE, severity="warning")  # the confirmation screen comes with --act
+        # the confirmation screen naming the target comes with the watchdog
+        self.notify(act_placeholder(), title="act (placeholder)", severity="warning")
