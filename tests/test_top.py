@@ -343,3 +343,42 @@ def test_back_from_the_samples_then_news_redraws_the_fleet() -> None:
     assert top._exception is None, top._exception
     assert seen["eval_id"] is None  # back on the fleet: every task's findings again
     assert err.title.split()[0] in seen["text"]
+
+
+def test_a_terminal_narrowed_to_60_columns_drops_columns_keeps_the_count() -> None:
+    """Resized from 80 to 60 columns while running: the tables used to keep their 80
+    columns (the app's size is still the old one while a Resize is handled), so the
+    status cut the findings count and the fleet scrolled sideways."""
+    loop, err, *_ = example_snapshots()
+    sink = TopSink()
+    sink.status(StatusSnapshot(
+        tasks=(TaskStatus("demo", "mockllm/model", eval_id="eval1", running=1),),
+        samples=(SampleProgress("demo", "eval1", "7", status="running"),), now=time.time()))
+    sink.finding(loop)
+    sink.finding(err)
+    top = TopApp(sink, mode="live")
+    seen: dict[str, list[str]] = {}
+
+    async def main() -> None:
+        async with top.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: "demo" in screen_text(top))
+            seen["80"] = screen_rows(top)
+            await pilot.resize_terminal(60, 24)
+            await pilot.pause(0.5)
+            seen["60"] = screen_rows(top)
+            top.push_screen(FindingScreen(loop))
+            await pilot.pause(0.3)
+            await pilot.resize_terminal(70, 24)
+            await pilot.pause(0.5)
+            seen["finding"] = screen_rows(top)
+            await pilot.press("escape", "q")
+
+    asyncio.run(main())
+    assert "model" in seen["80"][1] and "tokens" in seen["80"][1]
+    narrow = seen["60"]
+    assert "model" not in narrow[1] and "tokens" not in narrow[1] and "H/M/L" in narrow[1]
+    assert narrow[0].startswith("inspect-watch top · findings ≥low: ")
+    assert narrow[0].split("·")[1].rstrip().endswith("low")  # the count whole
+    # the finding rewrapped to the new width: no row runs into the scroll bar
+    assert all(len(r.rstrip()) <= 70 for r in seen["finding"])
+    assert any(r.lstrip().startswith("┊") for r in seen["finding"])

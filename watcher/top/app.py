@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Protocol
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -336,12 +337,12 @@ class FindingScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.redraw()
 
-    def on_resize(self) -> None:
-        self.redraw()
+    def on_resize(self, event: events.Resize) -> None:
+        self.redraw(event.size.width)  # the app's size is still the old one here
 
-    def redraw(self) -> None:
+    def redraw(self, width: int | None = None) -> None:
         self.query_one("#finding-text", Static).update(
-            hang(finding_text(self.finding), self.app.size.width, self.app.console))
+            hang(finding_text(self.finding), width or self.app.size.width, self.app.console))
 
 
 class EventsScreen(ModalScreen[None]):
@@ -355,6 +356,7 @@ class EventsScreen(ModalScreen[None]):
         self.row = row
         self.read = read
         self._shown: list[dict[str, Any]] | None = None
+        self._width: int | None = None
 
     def compose(self) -> ComposeResult:
         r = self.row
@@ -369,22 +371,23 @@ class EventsScreen(ModalScreen[None]):
         self.redraw()
         self.set_interval(1.0, self.redraw)
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
+        self._width = event.size.width  # the app's size is still the old one here
         self.redraw(force=True)
 
     def redraw(self, force: bool = False) -> None:
-        events = self.read(self.row.eval_id, self.row.sample_id, self.row.epoch)
-        if events == self._shown and not force:
+        recent = self.read(self.row.eval_id, self.row.sample_id, self.row.epoch)
+        if recent == self._shown and not force:
             return
-        self._shown = events
+        self._shown = recent
         text = Text(end="")
-        for e in events:
+        for e in recent:
             text.append_text(event_line(e))
             text.append("\n")
-        if not events:
+        if not recent:
             text.append("no events read yet (the watch keeps each sample's last ones)")
         self.query_one("#events-text", Static).update(
-            hang(text, self.app.size.width, self.app.console))
+            hang(text, self._width or self.app.size.width, self.app.console))
 
 
 class SamplesScreen(Screen[None]):
@@ -457,6 +460,7 @@ class TopApp(App[None]):
         self._tables: dict[str, Table] = {}
         self._trace = trace or os.environ.get("INSPECT_WATCH_TOP_TRACE")
         self._traced: set[str] = set()
+        self._width: int | None = None
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -474,7 +478,7 @@ class TopApp(App[None]):
         self.set_interval(REFRESH_SECONDS, self.tick)
 
     def _bind_tables(self, screen: Screen[Any]) -> None:
-        width = self.size.width
+        width = self.cells_wide()
         for table_id, columns in (("fleet", FLEET_COLUMNS), ("findings", FINDING_COLUMNS),
                                   ("samples", SAMPLE_COLUMNS),
                                   ("task-findings", FINDING_COLUMNS)):
@@ -484,9 +488,15 @@ class TopApp(App[None]):
                 table.set_width(width)
                 self._tables[table_id] = table
 
-    def on_resize(self) -> None:
+    def cells_wide(self) -> int:
+        """The terminal's width: the last Resize event's (``self.size`` is still the old
+        one while it is handled), else the app's."""
+        return self._width or self.size.width
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._width = event.size.width
         for table in self._tables.values():
-            table.set_width(self.size.width)
+            table.set_width(self._width)
         self.redraw(force=True)
 
     # -- drawing ----------------------------------------------------------------------------
@@ -559,7 +569,7 @@ class TopApp(App[None]):
             state = "first poll under way" if ago is None else f"polled {fmt_duration(ago)} ago"
         else:
             state = "waiting for evals"
-        width = max(20, self.size.width)
+        width = max(20, self.cells_wide())
         found = f"findings ≥{floor}: {counts}"
         # the count of findings whole, whatever is left out around it
         head = next((h for h in (f"inspect-watch top · {where} · {found}",
