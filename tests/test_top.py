@@ -382,3 +382,15 @@ def test_a_terminal_narrowed_to_60_columns_drops_columns_keeps_the_count() -> No
     # the finding rewrapped to the new width: no row runs into the scroll bar
     assert all(len(r.rstrip()) <= 70 for r in seen["finding"])
     assert any(r.lstrip().startswith("┊") for r in seen["finding"])
+
+
+def test_top_off_a_terminal_says_so_and_points_at_watch(tmp_path: Path) -> None:
+    """Its screen into a pipe would be escape codes: exit 2 with a clear word instead."""
+    from click.testing import CliRunner
+
+    from watcher.cli import main
+    from watcher.exit_codes import ExitCode
+
+    result = CliRunner().invoke(main, ["top", "--log-dir", str(tmp_path)])
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert "top needs a terminal" in result.output and "inspect-watch watch" in result.output

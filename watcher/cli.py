@@ -206,6 +206,11 @@ def top(task: str | None, min_confidence: str, **options: Any) -> None:
     from watcher.run.runner import Selector
     from watcher.top.run import run_top
 
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # a screen written into a pipe or a file is unreadable escape codes
+        click.echo("inspect-watch: top needs a terminal (stdin and stdout); "
+                   "off one, use `inspect-watch watch` (one line per finding)", err=True)
+        sys.exit(ExitCode.BAD_INPUT)
     try:
         code = run_top(app.WatchOptions(selector=Selector(task), **options),
                        min_confidence=min_confidence)
