@@ -56,6 +56,17 @@ def left_cleanly(name: str) -> str:
     return screen
 
 
+def _inert(name: str, screen: str) -> None:
+    """The agent's escapes did nothing: no title set, no bidi or escape character on
+    screen, its red not drawn red, its fake inspect-watch line never starting a row."""
+    assert "pwned" not in tmux("display-message", "-p", "-t", name, "#{pane_title}")
+    for bad in ("\x1b", "\x07", "\u202e", "\u202c"):
+        assert bad not in screen, repr(bad)
+    assert "\x1b[31mRED" not in tmux("capture-pane", "-p", "-e", "-t", name)
+    for row in screen.split("\n"):
+        assert not row.lstrip().startswith(("## inspect-watch", "inspect-watch says")), row
+
+
 def test_top_in_a_terminal_fleet_finding_drill_in_and_q(terminal: str, tmp_path: Path) -> None:
     ev = start_eval(tmp_path, "loops", "-T", "hostile=true", tool_delay=2.0)
     try:
@@ -75,11 +86,22 @@ def test_top_in_a_terminal_fleet_finding_drill_in_and_q(terminal: str, tmp_path:
         rows = [r.lstrip() for r in screen.split("\n")]
         assert any(r.startswith("repeat/1 ") and "HIGH" in r for r in rows), screen
         assert any(r.startswith("submit-loop/1 ") for r in rows), screen
+        # the submit loop's recent events: its claims' escapes, bidi and fake line inert
+        tmux("send-keys", "-t", terminal, "s", "s", "s")  # worst -> idle -> tokens -> sample
+        wait_screen(terminal, "sorted by sample")
+        tmux("send-keys", "-t", terminal, "Down", "Down")  # clean, repeat, submit-loop
+        tmux("send-keys", "-t", terminal, "e")
+        screen = wait_screen(terminal, "fake end")
+        assert "recent events of loops/submit-loop/1" in screen, screen
+        assert "agent text (untrusted): «" in screen and "› fake end ‹" in screen, screen
+        _inert(terminal, screen)
+        tmux("send-keys", "-t", terminal, "Escape")
+        wait_screen(terminal, "sorted by sample")
         # the submit loop's whole finding: agent text quoted, its fake line inert
         tmux("send-keys", "-t", terminal, "Tab")
         tmux("send-keys", "-t", terminal, "Enter")
         screen = wait_screen(terminal, "y copies:")
-        assert not any(r.lstrip().startswith("## inspect-watch") for r in screen.split("\n"))
+        _inert(terminal, screen)
         tmux("send-keys", "-t", terminal, "Escape")
         tmux("send-keys", "-t", terminal, "Escape")
         wait_screen(terminal, "H/M/L")
