@@ -1,15 +1,19 @@
 """``inspect-watch top`` in a real terminal (tmux, 80x24) against a real scripted eval:
 the sample ids and a finding on screen, the drill-in, hostile agent text inert, and a
-clean exit on ``q`` and on Ctrl+C that leaves the terminal as it was.
+clean exit on ``q``, on Ctrl+C and on SIGTERM that leaves the terminal as it was.
 
 Skipped when tmux is not installed (``apt-get install -y tmux``).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,11 +35,25 @@ def terminal(tmp_path: Path) -> Iterator[str]:
                     "-y", "24", "bash --norc --noprofile"], check=True, timeout=30)
     tmux("send-keys", "-t", name, f"cd {shlex.quote(str(REPO))} && clear && echo MARK-BEFORE",
          "Enter")
-    wait_screen(name, "MARK-BEFORE")
+    wait_line(name, r"MARK-BEFORE")  # printed, not just typed
     try:
         yield name
     finally:
         tmux("kill-session", "-t", name)
+
+
+def wait_line(name: str, pattern: str, limit: float = 60.0) -> str:
+    """The pane once a whole row matches ``pattern``: a command's output, not the echo of
+    the command line that asked for it (which holds the same words)."""
+    deadline = time.monotonic() + limit
+    row = re.compile(pattern)
+    while True:
+        screen = tmux("capture-pane", "-p", "-t", name)
+        if any(row.fullmatch(r.strip()) for r in screen.split("\n")):
+            return screen
+        if time.monotonic() > deadline:
+            pytest.fail(f"no row matching {pattern!r}:\n{screen}")
+        time.sleep(0.05)
 
 
 def start_top(name: str, ev: EvalProc) -> None:
@@ -47,8 +65,8 @@ def start_top(name: str, ev: EvalProc) -> None:
 def left_cleanly(name: str) -> str:
     """The shell's screen once top has exited: the alternate screen is gone, what was
     on the terminal before is back, and the exit code is 0."""
-    screen = wait_screen(name, "TOP-EXIT=")
-    assert "TOP-EXIT=0" in screen, screen
+    screen = wait_line(name, r"TOP-EXIT=\d+")
+    assert "\nTOP-EXIT=0" in screen, screen
     assert "MARK-BEFORE" in screen, screen
     assert tmux("display-message", "-p", "-t", name, "#{alternate_on}").strip() == "0"
     tmux("send-keys", "-t", name, "echo TYPED-AFTER", "Enter")  # the keyboard is the shell's
@@ -121,3 +139,21 @@ def test_top_in_a_terminal_exits_on_ctrl_c(terminal: str, tmp_path: Path) -> Non
         left_cleanly(terminal)
     finally:
         ev.stop()
+
+
+def test_top_in_a_terminal_exits_on_sigterm_from_elsewhere(terminal: str,
+                                                          tmp_path: Path) -> None:
+    """A SIGTERM (a closed tmux window's hang-up aside, what a supervisor sends) quits the
+    screen as q does: the terminal is given back and the exit code is 0."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    tmux("send-keys", "-t", terminal,
+         f"{shlex.quote(sys.executable)} -m watcher top --log-dir {shlex.quote(str(logs))}; "
+         "echo TOP-EXIT=$?", "Enter")
+    wait_screen(terminal, "no Inspect logs read yet")
+    shell = int(tmux("display-message", "-p", "-t", terminal, "#{pane_pid}").strip())
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(shell)], capture_output=True,
+                              text=True, check=True, timeout=30).stdout.split()
+    assert len(children) == 1, children
+    os.kill(int(children[0]), signal.SIGTERM)
+    left_cleanly(terminal)
