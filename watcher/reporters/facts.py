@@ -103,7 +103,11 @@ def _outlier(v: Any, f: Mapping[str, Any]) -> str | None:
     field = {"total_tokens": "tokens", "total_time": "time"}.get(str(f.get("outlier_field")),
                                                                  str(f.get("outlier_field")))
     median = f.get("median")
-    of = f" (median {_n(median)})" if isinstance(median, int | float) else ""
+    of = f" ({_n(median)})" if isinstance(median, int | float) else ""
+    n = f.get("compared_with")
+    if isinstance(n, int):  # the siblings that had finished when it did
+        return (f"{_n(v)}x the median {field}{of} of the "
+                f"{_plural(n, 'sample', 'samples')} finished no later")
     return f"{_n(v)}x the task's median {field}{of}"
 
 
@@ -250,6 +254,7 @@ PHRASES: dict[str, Phrase] = {
     "outlier_ratio": _outlier,
     "outlier_field": lambda v, f: None,  # outlier_ratio says it
     "median": lambda v, f: None,  # outlier_ratio says it
+    "compared_with": lambda v, f: None,  # outlier_ratio says it
     # unseen
     "value": _quoted("answer"),
     "searched": lambda v, f: (f"not in the {_plural(v, 'earlier output', 'earlier outputs')} "
