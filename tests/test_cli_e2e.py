@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,12 +30,17 @@ def _demo_processes() -> list[str]:
 
 
 def test_demo_watches_the_example_and_leaves_no_process(tmp_path: Path) -> None:
-    res = cli("demo", "--no-color", "--keep-logs", str(tmp_path / "logs"),
+    res = cli("demo", "--no-color", "--verbose", "--keep-logs", str(tmp_path / "logs"),
               env={"XDG_DATA_HOME": str(tmp_path / "data")})
     assert res.returncode == 0, res.stdout + res.stderr
     out = res.stdout
-    assert "[HIGH] Same tool call repeated" in out and "sample repeated-call" in out
-    assert "Claims a final answer but never submits" in out and "sample submit-loop" in out
+    # one line per finding event, the evidence and hand-off once per finding
+    assert re.search(r"\[HIGH\] (escalated from \w+ )?repeated-tool-call \d+× "
+                     r"demo/repeated-call/1: ", out), out
+    assert "Same tool call repeated (repeated-tool-call, new)" in out
+    assert "sample repeated-call" in out and "sample submit-loop" in out
+    assert "Claims a final answer but never submits (submit-loop, new)" in out
+    assert out.count("If this sample should stop") == len(re.findall(r", new\)$", out, re.M))
     assert "sample clean  epoch" not in out  # no finding block for the clean run ...
     # ... and the demo says so, and why that is right
     assert ("inspect-watch demo: no findings for sample clean: it ran two different commands "
@@ -59,7 +65,10 @@ def test_demo_with_a_long_tmpdir_and_without_keep_logs(tmp_path: Path) -> None:
     res = cli("demo", "--no-color", env={"XDG_DATA_HOME": str(tmp_path / "data"),
                                          "TMPDIR": str(tmpdir)})
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "[HIGH] Same tool call repeated" in res.stdout  # the findings are all there ...
+    # one line per finding event: no evidence or hand-off without --verbose
+    assert re.search(r"\] (escalated from \w+ )?repeated-tool-call \d+× demo/repeated-call/1",
+                     res.stdout)  # the findings are all there ...
+    assert "If this sample should stop" not in res.stdout
     assert "Log: " not in res.stdout and "inspect view" not in res.stdout  # ... no log named
     assert str(tmpdir) not in res.stdout
     assert ("its log goes to a temporary directory, removed at the end (--keep-logs DIR keeps "
@@ -82,7 +91,7 @@ def test_demo_in_the_background_stops_its_eval_gracefully(tmp_path: Path) -> Non
     try:
         assert proc.stdout is not None
         seen = ""
-        while not seen.startswith("[") and proc.poll() is None:
+        while not re.match(r"\d\d:\d\d:\d\dZ \[", seen) and proc.poll() is None:
             seen = proc.stdout.readline()  # up to the first finding
         proc.send_signal(signal.SIGTERM)
         out = seen + proc.communicate(timeout=60)[0]

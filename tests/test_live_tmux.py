@@ -26,7 +26,7 @@ from pathlib import Path
 from watcher.reporters import ReportContext, StatusSnapshot, TaskStatus, TextReporter
 from watcher.reporters.examples import T0, example_snapshots
 
-r = TextReporter(sys.stdout)
+r = TextReporter(sys.stdout, verbose=True)
 assert r.tty and r.color
 r.start(ReportContext(sources=("http://127.0.0.1:7575",), version="test"))
 snaps = example_snapshots()
@@ -131,12 +131,15 @@ def test_status_area_in_place_and_finding_blocks(session: tuple[str, Path, Path]
     heads = [i for i, ln in enumerate(lines) if ln.startswith("inspect-watch · ")]
     assert len(heads) == 1, screen
     assert "105 polls" in lines[heads[0]] and "findings: 2 high" in lines[heads[0]]
-    assert "running 3  done 5 of 7" in lines[heads[0] + 1]
-    # Finding blocks are above it, the escalation after the first report.
-    new = next(i for i, ln in enumerate(lines) if "(loop.repeat_tool_call, new)" in ln)
-    esc = next(i for i, ln in enumerate(lines) if "(loop.repeat_tool_call, escalated)" in ln)
+    assert "3 running  5 done of 7" in lines[heads[0] + 1]
+    # Finding lines are above it, the escalation after the first report, the evidence
+    # (--verbose) once, under the first.
+    new = next(i for i, ln in enumerate(lines) if " MEDIUM  loop.repeat_tool_call 5×" in ln)
+    esc = next(i for i, ln in enumerate(lines)
+               if " HIGH  escalated from medium loop.repeat_tool_call 14×" in ln)
     assert new < esc < heads[0]
-    assert lines[new].lstrip().startswith("MEDIUM") and lines[esc].lstrip().startswith("HIGH")
+    assert lines[new + 1] == "  Repeated identical tool call (loop.repeat_tool_call, new)"
+    assert sum("(loop.repeat_tool_call, " in ln for ln in lines) == 1
     assert any("agent text (untrusted): «rm -rf /tmp/xRED" in ln for ln in lines)
     # The agent's escapes did nothing: the banner survived the "clear screen",
     # and the pane title was not set to "pwned".
@@ -170,5 +173,8 @@ def test_status_area_of_double_width_names_leaves_no_stale_rows(
     assert len(heads) == 1, screen
     assert "205 polls" in lines[heads[0]]
     rows = lines[heads[0] + 1:]
-    assert len(rows) == 15 and all(r.startswith("  評価タスク") for r in rows), screen
-    assert all(r.endswith("…") for r in rows), screen
+    # four task lines (counts first, the names cut), the other 11 summed on one line
+    assert len(rows) == 5, screen
+    assert all(r.startswith("  1 running  0 done of 3  評価タスク") for r in rows[:4]), screen
+    assert all(r.endswith("…") for r in rows[:4]), screen
+    assert rows[4] == "  … 11 more tasks: 11 running, 0 done, 0 finished", screen

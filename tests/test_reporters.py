@@ -109,11 +109,33 @@ def test_text_plain_golden_and_terminal_safe(monkeypatch: pytest.MonkeyPatch) ->
     out = buf.getvalue()
     check_golden("text_plain.txt", out)
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
-    # new, escalated and ended each reported; the escalation re-prints the block
-    assert out.count("(loop.repeat_tool_call, new)") == 1
-    assert out.count("(loop.repeat_tool_call, escalated)") == 1
-    assert "[LOW] ended: Tool errors in a row" in out
+    # new, escalated and ended: one line each, no evidence or hand-off without --verbose
+    lines = out.splitlines()
+    loop = [ln for ln in lines if "loop.repeat_tool_call" in ln]
+    assert loop == ["22:14:00Z [MEDIUM] loop.repeat_tool_call 5× demo/7/1: bash called 5 "
+                    "times with the same arguments",
+                    "22:16:40Z [HIGH] escalated from medium loop.repeat_tool_call 14× demo/7/1: "
+                    "bash called 14 times with the same arguments"]
+    assert ("22:15:20Z [LOW] ended errors.tool_error_streak 3× demo/«-rf; echo $(id)»/2 "
+            "(attempt 2): Tool errors in a row, over 1m00s") in lines
+    assert "agent text" not in out and "kill -INT" not in out and "evidence:" not in out
     # the fake "all clear" line never starts a line of output
+    assert not any(ln.lstrip().startswith("## inspect-watch") for ln in lines)
+
+
+def test_text_verbose_shows_evidence_and_handoff_once_per_finding(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo printed 35 of 90 lines as the same seven-line hand-off, five times: with
+    --verbose it comes once per finding (not again on escalation or end), and without
+    it not at all."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    buf = io.StringIO()
+    run_reporter(TextReporter(buf, verbose=True))
+    out = buf.getvalue()
+    check_golden("text_verbose.txt", out)
+    assert out.count("inspect-watch only observes") == 3  # three findings, one hand-off each
+    assert out.count("evidence: ") == 3
+    assert "agent text (untrusted): «rm -rf /tmp/xRED evil › fake end ‹ ⏎ ## inspect-watch" in out
     assert not any(ln.lstrip().startswith("## inspect-watch") for ln in out.splitlines())
 
 
@@ -141,7 +163,28 @@ def test_text_status_lines_fit_the_terminal_in_cells() -> None:
     drawn = buf.getvalue().split("\n")[:-1]
     assert len(drawn) == 4 and r._status_drawn == 4
     assert all(cell_len(re.sub(r"\r|\x1b\[[0-9;]*[A-Za-z]", "", ln)) <= 39 for ln in drawn)
-    assert drawn[1].startswith("  評価") and drawn[1].endswith("…")
+    assert drawn[1].startswith("  1 running  0 done  評価") and drawn[1].endswith("…")
+
+
+def test_text_status_keeps_the_findings_count_at_60_columns() -> None:
+    """At 60 columns the headline cut off the findings count, the one number that
+    matters; and a fleet of tasks filled the screen with a line each."""
+    buf = FakeTTY()
+    r = TextReporter(buf, width=60, color=False)
+    tasks = tuple(TaskStatus(f"task-with-a-long-name-{i}", "openai/gpt-4o-2024-08-06",
+                             running=3, done=i, total=10,
+                             findings_by_confidence={"high": 1} if i == 7 else {})
+                  for i in range(12))
+    r.status(StatusSnapshot(tasks=tasks, findings_by_confidence={"high": 2, "low": 1},
+                            now=T0, last_poll_at=T0 - 1, polls=40))
+    lines = r.status_lines(r._last_status, 59)  # type: ignore[arg-type]
+    assert lines[0] == "inspect-watch · findings: 2 high, 0 medium, 1 low"
+    assert len(lines) == 6  # the headline, 4 tasks, and one line for the other 8
+    assert lines[1].startswith("  3 running  7 done of 10  1 high  task-with-a-long-name-7")
+    assert lines[-1] == "  … 8 more tasks: 24 running, 56 done, 0 finished"
+    wide = r.status_lines(r._last_status, 160)  # type: ignore[arg-type]
+    assert wide[0] == ("inspect-watch · findings: 2 high, 0 medium, 1 low · 36 running, 66 "
+                       "done of 120 · 40 polls, last 1.0s ago")
 
 
 def test_text_ids_full_of_escapes_are_shown_not_stripped() -> None:
@@ -157,9 +200,12 @@ def test_text_ids_full_of_escapes_are_shown_not_stripped() -> None:
     r.notice(replace(example_notices()[0], sample=odd.sample))
     out = buf.getvalue()
     assert "\x1b" not in out and "\x07" not in out
-    assert "sample id " not in out and "sample «␛[31mid␛[0m»" in out
-    assert out.count("«␛]0;t␇demo»") == 2  # the block and the notice
-    assert "(sample «␛[31mid␛[0m» epoch 1" in out  # the ended line
+    assert "/id/" not in out and "«␛]0;t␇demo»/«␛[31mid␛[0m»/1:" in out  # the new line
+    assert "ended loop.repeat_tool_call 5× «␛]0;t␇demo»/«␛[31mid␛[0m»/1" in out
+    assert out.count("«␛]0;t␇demo»") == 3  # two lines and the notice
+    buf = io.StringIO()
+    TextReporter(buf, color=False, verbose=True).finding(odd)
+    assert "sample id " not in buf.getvalue() and "sample «␛[31mid␛[0m»" in buf.getvalue()
 
 
 def test_text_no_color_env_and_explicit_color(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,8 +225,8 @@ def test_text_quiet_and_min_confidence() -> None:
     out = buf.getvalue()
     assert "status:" not in out and "watching http" not in out
     assert "inspect-watch: stopped" not in out
-    assert "Tool errors in a row" not in out  # low confidence hidden
-    assert "[HIGH] No events for a long time" in out
+    assert "errors.tool_error_streak" not in out  # low confidence hidden
+    assert "[HIGH] stall.no_events 1× other_task/12/1: sample silent for 15m00s" in out
     assert "notice [gap]" in out  # notices are never hidden
 
 
@@ -190,7 +236,7 @@ def test_text_repeated_snapshot_not_reprinted() -> None:
     f = example_snapshots()[0]
     r.finding(f)
     r.finding(replace(f, count=f.count + 1, last_seen=f.last_seen + 5))
-    assert buf.getvalue().count("Repeated identical tool call") == 1
+    assert buf.getvalue().count("loop.repeat_tool_call") == 1
 
 
 def test_human_reports_leave_out_facts_shown_on_their_own_lines() -> None:
@@ -202,10 +248,10 @@ def test_human_reports_leave_out_facts_shown_on_their_own_lines() -> None:
     f = replace(f, evidence=replace(f.evidence, facts=facts))
     block = TextReporter(io.StringIO(), quiet=True).finding_block(f, "new")
     evidence = [line for line in block.splitlines() if "evidence:" in line]
-    assert evidence == ["  evidence: count=5, window=«12 events»"]
-    assert "seen: " in block
+    assert evidence == ["  evidence: window of 12 events"]
+    assert "seen: " in block and "5 times" in block
     md = render_markdown(replace(example_summary(), findings=(f,)))
-    assert "count\\=5" in md and "first\\_seen" not in md
+    assert "window of 12 events" in md and "first\\_seen" not in md
     assert finding_record(f)["evidence"]["facts"] == facts  # JSONL keeps them
 
 
@@ -218,13 +264,13 @@ def test_text_status_lines_throttled_when_not_tty() -> None:
     r.status(StatusSnapshot(tasks=t, now=T0 + 100, polls=3))  # unchanged since first print
     r.status(StatusSnapshot(tasks=(TaskStatus("demo", "m", done=1),), now=T0 + 200, polls=4))
     lines = [ln for ln in buf.getvalue().splitlines() if ln.startswith("status:")]
-    assert len(lines) == 2 and "done 1" in lines[1]
+    assert len(lines) == 2 and "0 running, 1 done" in lines[1]
 
 
 def test_text_appends_generated_handoff_to_rule_advice() -> None:
     buf = io.StringIO()
     f = replace(example_snapshots()[0], handoff="Check whether the task allows retries.")
-    TextReporter(buf).finding(f)
+    TextReporter(buf, verbose=True).finding(f)
     out = buf.getvalue()
     advice = out.index("next: Check whether the task allows retries.")
     assert advice < out.index("inspect-watch only observes") < out.index("kill -INT 4242")
@@ -233,7 +279,7 @@ def test_text_appends_generated_handoff_to_rule_advice() -> None:
 def test_text_fills_missing_handoff() -> None:
     buf = io.StringIO()
     f = replace(example_snapshots()[0], handoff="")
-    TextReporter(buf).finding(f)
+    TextReporter(buf, verbose=True).finding(f)
     assert "inspect-watch only observes" in buf.getvalue()
     assert "kill -INT 4242" in buf.getvalue()
 
@@ -807,3 +853,42 @@ def test_built_in_reporters_are_found_for_their_commands() -> None:
         get_reporter("text", "report")
     with pytest.raises(ReporterError, match="takes text, jsonl"):
         get_reporter("nosuch", "watch")
+
+
+# --- facts in words ---------------------------------------------------------------------
+
+
+def test_facts_read_as_words_in_every_human_report() -> None:
+    """Evidence read like internals (``near_identical=2, window_count=2, window=«12
+    events»``): one table turns each fact into words for text, Markdown and HTML."""
+    from watcher.reporters.facts import fact_phrases
+
+    facts = {"event_type": "model", "compared_on": "whole values", "compared": "",
+             "unknown_prompts": 0, "near_identical": 2, "window_count": 2,
+             "window": "12 events", "count": 2, "span": 3.0, "episode": 1}
+    assert fact_phrases(facts).text() == "2 near-identical, 2 in a window of 12 events"
+    f = replace(example_snapshots()[0], evidence=replace(example_snapshots()[0].evidence,
+                                                         facts=facts))
+    block = TextReporter(io.StringIO(), quiet=True).finding_block(f, "new")
+    assert "  evidence: 2 near-identical, 2 in a window of 12 events" in block.splitlines()
+    md = render_markdown(replace(example_summary(), findings=(f,)))
+    assert "evidence: 2 near\\-identical, 2 in a window of 12 events" in md
+    assert "evidence: 2 near-identical, 2 in a window of 12 events" in render_html(
+        replace(example_summary(), findings=(f,)))
+    # a prefix comparison is said; agent-written values are quoted, cleaned and marked
+    said = fact_phrases({"compared_on": "first 256 characters", "value": "4\x1b[2J2 » ok «",
+                         "tool": "bash; rm", "searched": 6}).text()
+    assert said == ("compared on the first 256 characters only, answer «42 › ok ‹», "
+                    "tool «bash; rm», not in the 6 earlier outputs searched "
+                    "(«…»: agent text, untrusted)")
+    # a fact no detector declares is still shown, plainly (its text taken as the agent's)
+    assert fact_phrases({"silent_seconds": 900.0, "note": "x"}).text() == (
+        "silent seconds: 900, note: «x» («…»: agent text, untrusted)")
+
+
+def test_every_fact_a_detector_declares_has_words() -> None:
+    from watcher.engine.detectors import FACTS_OF
+    from watcher.reporters.facts import PHRASES, SHOWN_ELSEWHERE
+
+    declared = set().union(*FACTS_OF.values()) - SHOWN_ELSEWHERE
+    assert declared - set(PHRASES) == set()

@@ -82,9 +82,11 @@ class WatchOptions:
     summary_html: str | None = None  # --html
     full_evidence: bool = False
     quiet: bool = False
+    verbose: bool = False  # text: each finding's evidence and hand-off, once
     no_color: bool = False
     log_hints: bool = True  # hand-offs name the log (not one that will be deleted)
     sample_detail: bool = False  # status snapshots carry a row per sample read
+    recent_events: int = 0  # each sample's last N events kept, for WatchHandle.recent_events
     # the alerts
     on_finding: str | None = None
     on_finding_timeout: float = ON_FINDING_TIMEOUT
@@ -273,6 +275,13 @@ class WatchHandle:
         before the first."""
         return self._session.latest.snapshot
 
+    def recent_events(self, eval_id: str, sample_id: str, epoch: int = 1) -> list[dict[str, Any]]:
+        """A sample's last events, shortened, oldest first (``WatchOptions.recent_events``
+        of them; none before the watch has read it). Their text is the agent's:
+        untrusted, to be shown only through :mod:`watcher.sanitize`."""
+        watch = self._session.watch
+        return watch.recent_events(eval_id, sample_id, epoch) if watch is not None else []
+
     def stop(self) -> None:
         """End the watch as Ctrl+C does: outputs flushed, summaries written, state
         saved. Returns at once; :meth:`wait` for the end."""
@@ -367,7 +376,7 @@ class _Session:
                              min_confidence=o.min_confidence, fail_on=o.fail_on,
                              wait_for_evals=o.wait_for_evals, jobs=o.jobs or 1,
                              log_hints=o.log_hints, alert_drain=o.alert_drain,
-                             sample_detail=o.sample_detail)
+                             sample_detail=o.sample_detail, recent_events=o.recent_events)
         sinks: list[Sink] = [*reporters, *self.extra, self.latest]
         with self._lock:
             watch = self.watch = Watch(engine, config, state, sinks, alerts=alerts,
@@ -421,7 +430,8 @@ def _reporters(o: WatchOptions) -> list[Reporter]:
     if o.format is None:
         return []
     options = OutputOptions(quiet=o.quiet, color=False if o.no_color else None,
-                            min_confidence=o.min_confidence, full_evidence=o.full_evidence)
+                            min_confidence=o.min_confidence, full_evidence=o.full_evidence,
+                            verbose=o.verbose)
     return [get_reporter(o.format, "watch").open(o.output, options)]
 
 

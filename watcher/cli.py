@@ -148,6 +148,8 @@ main.add_command(rules_group, name="rules")
               "was reported (for CI).")
 @click.option("--follow", is_flag=True, help="Keep watching for evals launched later.")
 @click.option("--quiet", "-q", is_flag=True, help="Findings only: no banner or status.")
+@click.option("--verbose", "-v", is_flag=True, help="text: under each finding's first line, "
+              "its evidence and what to do (the hand-off), once per finding.")
 @click.option("--no-color", is_flag=True, help="No colour (NO_COLOR is honoured too).")
 @click.option("--summary", "summary_md", type=click.Path(dir_okay=False),
               help="Write a Markdown summary here at the end.")
@@ -182,6 +184,39 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None,
     from watcher.run.runner import Selector
 
     _run(selector=Selector(task, sample_id, epoch), **options)
+
+
+@main.command()
+@click.argument("task", required=False)
+@click.option("--log-dir", help="Browse finished logs here (a directory, a file, or a URL) "
+              "instead of live evals.")
+@_rule_options
+@click.option("--poll", type=float, default=1.0, show_default=True, help="Seconds between polls.")
+@click.option("--min-confidence", type=LEVELS, default="low", show_default=True,
+              help="Show findings at or above this level at first (`c` changes it).")
+@click.option("--transport", type=click.Choice(["auto", "http", "cli"]), default="auto",
+              show_default=True, help="As for watch.")
+def top(task: str | None, min_confidence: str, **options: Any) -> None:
+    """A live fleet view: every running eval and sample, and their findings (q quits).
+
+    Runs the same watch as `watch` (following evals launched later), in a terminal
+    screen; `top --log-dir DIR` browses finished logs the same way. Keys: docs/top.md.
+    """
+    from watcher import app
+    from watcher.run.runner import Selector
+    from watcher.top.run import run_top
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # a screen written into a pipe or a file is unreadable escape codes
+        click.echo("inspect-watch: top needs a terminal (stdin and stdout); "
+                   "off one, use `inspect-watch watch` (one line per finding)", err=True)
+        sys.exit(ExitCode.BAD_INPUT)
+    try:
+        code = run_top(app.WatchOptions(selector=Selector(task), **options),
+                       min_confidence=min_confidence)
+    except app.OptionsError as e:
+        _bad_input(e)
+    sys.exit(code)
 
 
 @main.command()
@@ -313,11 +348,13 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
 @click.option("--keep-logs", type=click.Path(file_okay=False),
               help="Write the demo eval's logs here (default: a temporary directory).")
 @click.option("--no-color", is_flag=True)
-def demo(keep_logs: str | None, no_color: bool) -> None:
+@click.option("--verbose", "-v", is_flag=True,
+              help="Under each finding's first line, its evidence and what to do, once.")
+def demo(keep_logs: str | None, no_color: bool, verbose: bool) -> None:
     """Launch the bundled example eval in the background and watch it live."""
     from watcher.demo import run_demo
 
-    sys.exit(run_demo(keep_logs=keep_logs, no_color=no_color))
+    sys.exit(run_demo(keep_logs=keep_logs, no_color=no_color, verbose=verbose))
 
 
 if __name__ == "__main__":

@@ -78,7 +78,8 @@ def clean_samples_report(summary: Any) -> list[str]:
     return lines
 
 
-def run_demo(keep_logs: str | None = None, no_color: bool = False) -> ExitCode:
+def run_demo(keep_logs: str | None = None, no_color: bool = False,
+             verbose: bool = False) -> ExitCode:
     """Run the example eval and watch it with :func:`watcher.app.run`; its exit code
     (a watch that found something is a demo that worked: 0)."""
     from watcher import app
@@ -113,7 +114,8 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> ExitCode:
                            + (Path(tmp) / "eval.out").read_text()[-2000:], err=True)
                 return ExitCode.SOURCE
             ending = _Summary()
-            options = app.WatchOptions(poll=0.5, no_color=no_color, log_hints=bool(keep_logs))
+            options = app.WatchOptions(poll=0.5, no_color=no_color, log_hints=bool(keep_logs),
+                                       verbose=verbose)
             code = app.run(options, sinks=[ending], engine=engine)
             if code == ExitCode.OUTPUT_CLOSED:  # `demo | head`: nobody reads on; stop the eval
                 return code

@@ -48,6 +48,17 @@ class TaskStatus:
     errored: int = 0
     total: int | None = None
     finished: bool = False
+    tokens: int | None = None  # the samples' total tokens, as the listing says
+    idle: float | None = None  # seconds since the oldest-idle running sample's last event
+    idle_sample: str | None = None  # that sample's id
+    # findings (at or above the watch's confidence floor) on its samples, by level
+    findings_by_confidence: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> tuple[object, ...]:
+        """What changes when a sample starts or ends (not every second, as ``idle``)."""
+        return (self.task, self.model, self.eval_id, self.running, self.done, self.errored,
+                self.total, self.finished, tuple(sorted(self.findings_by_confidence.items())))
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,18 @@ class SampleProgress:
     last_event_at: float | None = None
     in_flight: tuple[str, ...] = ()
     done: bool = False  # read to its end
+    model: str = ""
+    idle: float | None = None  # seconds since its last event (started or completed); running only
+    last_event: str = ""  # the newest event's type, and a tool's function: "tool shell"
+    tokens: int | None = None  # as the listing says
+    worst: str | None = None  # the highest confidence of its findings (at or above the floor)
+    worst_rule: str = ""  # that finding's rule id and title
+    worst_title: str = ""
+    findings: int = 0  # its findings at or above the floor
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.eval_id, self.sample_id, self.epoch)
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,7 @@ class OutputOptions:
     color: bool | None = None  # None: colour on a terminal unless NO_COLOR is set
     min_confidence: str = "low"
     full_evidence: bool = False  # JSONL: evidence in full, not shortened
+    verbose: bool = False  # text: each finding's evidence and hand-off under its first line
 
 
 class OutputError(Exception):

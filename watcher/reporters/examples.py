@@ -34,6 +34,14 @@ def _ref(sample_id: str, epoch: int = 1, attempt: int = 1, task: str = "demo",
                      pid=4243 if other else 4242)
 
 
+def _loop_facts(n: int) -> dict[str, object]:
+    """A repeat detector's facts (the names it declares), for ``n`` identical calls."""
+    return {"event_type": "tool", "tool": "bash", "streak": n, "between": 0,
+            "compared_on": "whole values", "period": 1, "cycle": False, "repetitions": n,
+            "exact": True, "similarity": 100.0, "results_identical": True,
+            "key": "bash {\"cmd\": \"rm -rf /tmp/x\x1b[2J\"}"}
+
+
 def example_snapshots() -> list[Finding]:
     """Snapshots in emission order (the loop finding escalates, one finding ends)."""
     loop_ref = _ref("7")
@@ -44,7 +52,7 @@ def example_snapshots() -> list[Finding]:
         confidence_reason="same call 5 times in a row, results identical",
         sample=loop_ref, summary="bash called 5 times with the same arguments",
         evidence=Evidence(event_uuids=("e1", "e2"), timestamps=(T0 + 10, T0 + 40),
-                          excerpts=(HOSTILE,), facts={"repeats": 5, "tool": "bash"}),
+                          excerpts=(HOSTILE,), facts=_loop_facts(5)),
         first_seen=T0 + 10, last_seen=T0 + 40, count=5, status="open", handoff="",
     )
     loop_hi = replace(
@@ -52,7 +60,7 @@ def example_snapshots() -> list[Finding]:
         summary="bash called 14 times with the same arguments",
         confidence_reason="same call 14 times in a row over 3 minutes, results identical",
         evidence=replace(loop.evidence, timestamps=tuple(T0 + 10 + 15 * i for i in range(14)),
-                         facts={"repeats": 14, "tool": "bash"}),
+                         facts=_loop_facts(14)),
     )
     err_ref = _ref("-rf; echo $(id)", epoch=2, attempt=2)
     err = Finding(
@@ -62,7 +70,8 @@ def example_snapshots() -> list[Finding]:
         summary="3 consecutive tool errors",
         evidence=Evidence(timestamps=(T0 + 60, T0 + 70, T0 + 80),
                           excerpts=("Traceback: <b>boom</b>\nline 2", "`` ``"),
-                          facts={"errors": 3}),
+                          facts={"event_type": "tool", "tool": "bash", "window_count": 3,
+                                 "window": "8 events"}),
         first_seen=T0 + 60, last_seen=T0 + 80, count=3, status="open", handoff="",
     )
     err_end = replace(err, status="ended", last_seen=T0 + 120)
@@ -73,7 +82,9 @@ def example_snapshots() -> list[Finding]:
         confidence="high", score=0.95,
         confidence_reason="no model or tool event for 15 minutes while running",
         sample=idle_ref, summary="sample silent for 15m00s",
-        evidence=Evidence(timestamps=(T0 + 100,), facts={"silent_seconds": 900.0}),
+        evidence=Evidence(timestamps=(T0 + 100,),
+                          facts={"kind": "model", "idle_seconds": 900.0,
+                                 "threshold_seconds": 600, "polls": 12}),
         first_seen=T0 + 100, last_seen=T0 + 1000, count=1, status="open", handoff="",
     )
     snaps = [loop, err, loop_hi, idle, err_end]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from watcher.findings import Finding
+from watcher.reporters.facts import fact_phrases
 from watcher.sanitize import clean_text, neutralise_quotes, visible_text
 
 BADGES = {"high": "HIGH", "medium": "MEDIUM", "low": "LOW"}
@@ -69,7 +69,9 @@ def detail_rows(f: Finding, times: int = 8) -> list[tuple[str, str, int]]:
     if ev.timestamps:
         rows.append(("events at", fmt_event_times(ev.timestamps, times), 500))
     if ev.facts:
-        rows.append(("evidence", fmt_facts(ev.facts), 1200))
+        said = fact_phrases(ev.facts).text()
+        if said:
+            rows.append(("evidence", said, 1200))
     return rows
 
 
@@ -82,28 +84,6 @@ def fmt_number(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.3g}" if math.isfinite(v) else str(v)
     return str(v)
-
-
-# facts every report already shows on its own line ("seen: …", the quoted agent text);
-# JSONL keeps them (a raw epoch such as first_seen=1.8e+09 tells a reader nothing)
-SHOWN_ELSEWHERE = frozenset({"first_seen", "last_seen", "span", "excerpt"})
-
-
-def fmt_facts(facts: Mapping[str, Any], limit: int = 8, value_len: int = 120) -> str:
-    """``key=value`` pairs; string values are agent-derived, so cleaned and «quoted»."""
-    parts: list[str] = []
-    facts = {k: v for k, v in facts.items() if k not in SHOWN_ELSEWHERE}
-    for i, (k, v) in enumerate(facts.items()):
-        if i >= limit:
-            parts.append(f"+{len(facts) - limit} more")
-            break
-        key = clean_text(k, 60, one_line=True)
-        if isinstance(v, int | float | bool) or v is None:
-            parts.append(f"{key}={fmt_number(v)}")
-        else:
-            val = v if isinstance(v, str) else repr(v)
-            parts.append(f"{key}=«{neutralise_quotes(clean_text(val, value_len, one_line=True))}»")
-    return ", ".join(parts)
 
 
 def one(v: object, max_len: int = 200) -> str:

@@ -1,11 +1,14 @@
-"""Human-readable live output: finding blocks, notices, and a status area.
+"""Human-readable live output: one line per finding event, notices, and a status area.
 
-On a TTY the status area is redrawn in place at the bottom and every new or
-escalated finding is printed above it, so findings scroll up like a log while
-the status stays put. Without a TTY (CI logs, pipes) output is plain lines
-only: no cursor movement, no colour, a finding is a stable block of a few
-lines, and status lines appear at most every ``status_every`` seconds.
-All agent-controlled text passes through :mod:`watcher.sanitize` first.
+Each new, escalated or ended finding is one line (level, rule, count, task, sample and
+epoch, the summary), so a fleet's findings can be read as they scroll; ``verbose``
+adds a finding's evidence and hand-off under its first line, once (``report`` and
+``top`` show them too). On a TTY the status area is redrawn in place at the bottom and
+the lines print above it; the area puts the findings count first, so a narrow
+terminal cuts the task names, not the number that matters. Without a TTY (CI logs,
+pipes) output is plain lines only: no cursor movement, no colour, and status lines
+appear at most every ``status_every`` seconds. All agent-controlled text passes
+through :mod:`watcher.sanitize` first.
 """
 
 from __future__ import annotations
@@ -19,12 +22,12 @@ from typing import TextIO
 from watcher.findings import CONFIDENCE_LEVELS, Finding, Notice, confidence_rank
 from watcher.handoff import finding_handoff
 from watcher.reporters.base import OutputOptions, Reporter
+from watcher.reporters.facts import fact_phrases
 from watcher.reporters.formatting import (
     BADGES,
     fmt_clock,
     fmt_duration,
     fmt_event_times,
-    fmt_facts,
     fmt_id,
     fmt_span,
     fmt_time,
@@ -32,7 +35,7 @@ from watcher.reporters.formatting import (
     where,
 )
 from watcher.sanitize import clean_text, quote_agent_text, visible_text
-from watcher.summary import ReportContext, RunSummary, StatusSnapshot
+from watcher.summary import ReportContext, RunSummary, StatusSnapshot, TaskStatus
 
 RESET = "\x1b[0m"
 STYLES = {
@@ -80,10 +83,45 @@ def fit_cells(line: str, width: int) -> str:
     return set_cell_size(line, width - 1).rstrip(" ") + "…"
 
 
+# the status area shows at most this many task lines (the busiest first); the rest are
+# summed on one line, so a fleet of tasks does not push the findings off the screen
+MAX_TASK_LINES = 5
+
+
+def fit_segments(segments: list[str], width: int, sep: str = " · ") -> str:
+    """As many of ``segments`` (most important first) as fit ``width`` cells whole; the
+    first is always kept (cut if it must be)."""
+    from rich.cells import cell_len
+
+    out = segments[0]
+    for seg in segments[1:]:
+        if cell_len(out + sep + seg) <= width:
+            out += sep + seg
+    return fit_cells(out, width)
+
+
+def findings_words(counts: dict[str, int]) -> str:
+    return ", ".join(f"{counts.get(lvl, 0)} {lvl}" for lvl in reversed(CONFIDENCE_LEVELS))
+
+
+def where_short(f: Finding) -> str:
+    """``task/sample/epoch`` (``demo/7/1``), and the attempt past the first; an id that
+    holds a ``/`` (or anything odd) is «quoted», so the three parts stay apart."""
+    s = f.sample
+
+    def part(v: str) -> str:
+        shown = fmt_id(v)
+        return f"«{shown}»" if "/" in shown and not shown.startswith("«") else shown
+
+    out = f"{part(s.task)}/{part(s.sample_id)}/{s.epoch}"
+    return out + (f" (attempt {s.attempt})" if s.attempt > 1 else "")
+
+
 class TextReporter(Reporter):
-    """Finding blocks and status for people watching a terminal or reading a log.
+    """Finding lines and status for people watching a terminal or reading a log.
 
     ``quiet`` drops banners and status (findings and notices still print);
+    ``verbose`` adds each finding's evidence and hand-off, once, under its first line;
     ``color`` forces colour on/off (default: auto, honouring ``NO_COLOR``);
     ``tty`` forces in-place status on/off (default: ``stream.isatty()``);
     ``min_confidence`` hides lower findings; ``width`` overrides the terminal width.
@@ -97,7 +135,7 @@ class TextReporter(Reporter):
         """To standard output, or appended to the file ``output`` (closed at ``stop``)."""
         stream = open(output, "a", encoding="utf-8") if output else None  # noqa: SIM115
         rep = cls(stream, quiet=options.quiet, color=options.color,
-                  min_confidence=options.min_confidence)
+                  min_confidence=options.min_confidence, verbose=options.verbose)
         rep._owned = stream is not None
         return rep
 
@@ -106,6 +144,7 @@ class TextReporter(Reporter):
         stream: TextIO | None = None,
         *,
         quiet: bool = False,
+        verbose: bool = False,
         color: bool | None = None,
         tty: bool | None = None,
         min_confidence: str = "low",
@@ -115,6 +154,7 @@ class TextReporter(Reporter):
     ) -> None:
         self.stream: TextIO = stream if stream is not None else sys.stdout
         self.quiet = quiet
+        self.verbose = verbose
         self.color = color_wanted(self.stream, color)
         self.tty = _isatty(self.stream) if tty is None else tty
         self.min_rank = confidence_rank(min_confidence)
@@ -163,7 +203,7 @@ class TextReporter(Reporter):
         if not self.tty or self.quiet or self._last_status is None:
             return ""
         width = max(20, self._term_width() - 1)
-        lines = [fit_cells(ln, width) for ln in self.status_lines(self._last_status)]
+        lines = self.status_lines(self._last_status, width)
         self._status_drawn = len(lines)
         head, *rest = lines
         return "".join([self._style("dim", head) + "\n", *(ln + "\n" for ln in rest)])
@@ -175,41 +215,88 @@ class TextReporter(Reporter):
 
     # --- rendering ----------------------------------------------------------------
 
-    def status_lines(self, snap: StatusSnapshot) -> list[str]:
-        """The status area as plain lines (no colour), first line a headline."""
-        counts = ", ".join(f"{snap.findings_by_confidence.get(lvl, 0)} {lvl}"
-                           for lvl in reversed(CONFIDENCE_LEVELS))
+    def status_lines(self, snap: StatusSnapshot, width: int | None = None) -> list[str]:
+        """The status area as plain lines (no colour), first line a headline; each fits
+        ``width`` cells when given, the findings count first so it is never cut."""
+        fit = width or 10_000
+        running = sum(t.running for t in snap.tasks)
+        done = sum(t.done for t in snap.tasks)
+        errored = sum(t.errored for t in snap.tasks)
+        totals = [t.total for t in snap.tasks]
+        of = f" of {sum(t or 0 for t in totals)}" if totals and None not in totals else ""
         ago = snap.since_last_poll
-        poll = "no poll yet" if ago is None else f"last poll {fmt_duration(ago)} ago"
-        head = f"inspect-watch · {snap.polls} polls · {poll} · findings: {counts}"
+        if ago is None:
+            poll = "first poll under way" if snap.tasks else "no eval yet"
+        else:
+            poll = f"{snap.polls} polls, last {fmt_duration(ago)} ago"
+        segments = [f"inspect-watch · findings: {findings_words(snap.findings_by_confidence)}",
+                    f"{running} running, {done} done{of}"
+                    + (f", {errored} errored" if errored else ""), poll]
         if snap.notices:
-            head += f" · notices: {snap.notices}"
-        lines = [head]
-        for t in snap.tasks:
-            of = f" of {t.total}" if t.total is not None else ""
-            state = "  finished" if t.finished else ""
-            lines.append(
-                f"  {visible_text(t.task, 60)} ({visible_text(t.model, 60)})"
-                f"  running {t.running}  done {t.done}{of}  errored {t.errored}{state}"
-            )
+            segments.append(f"notices: {snap.notices}")
+        lines = [fit_segments(segments, fit)]
         if not snap.tasks:
-            lines.append("  (no tasks yet)")
+            return [*lines, fit_cells("  (no tasks yet)", fit)]
+        # the busiest tasks first: unfinished, most findings, most running
+        ranked = sorted(snap.tasks, key=lambda t: (
+            t.finished, -sum(t.findings_by_confidence.values()), -t.running))
+        shown = ranked if len(ranked) <= MAX_TASK_LINES else ranked[:MAX_TASK_LINES - 1]
+        lines += [fit_cells(self._task_line(t), fit) for t in shown]
+        rest = ranked[len(shown):]
+        if rest:
+            lines.append(fit_cells(
+                f"  … {len(rest)} more tasks: {sum(t.running for t in rest)} running, "
+                f"{sum(t.done for t in rest)} done, {sum(t.finished for t in rest)} finished",
+                fit))
         return lines
 
+    @staticmethod
+    def _task_line(t: TaskStatus) -> str:
+        """Counts first, the names last: a narrow terminal cuts the names."""
+        of = f" of {t.total}" if t.total is not None else ""
+        parts = [f"{t.running} running", f"{t.done} done{of}"]
+        if t.errored:
+            parts.append(f"{t.errored} errored")
+        found = [f"{n} {lvl}" for lvl in reversed(CONFIDENCE_LEVELS)
+                 if (n := t.findings_by_confidence.get(lvl, 0))]
+        if found:
+            parts.append(", ".join(found))
+        if t.finished:
+            parts.append("finished")
+        return f"  {'  '.join(parts)}  {visible_text(t.task, 60)} ({visible_text(t.model, 60)})"
+
+    def finding_line(self, f: Finding, label: str, prev: Finding | None = None) -> str:
+        """One finding event as one line (no newline): when, level, what changed, rule,
+        count, where, and the summary (or, for an end, its title and how long it lasted).
+        On a TTY it is cut to the terminal's width: the count and where come first."""
+        badge = BADGES.get(f.confidence, one(f.confidence, 20).upper())
+        plain_head = f"{fmt_clock(f.last_seen)} [{badge}]"
+        what = f"{one(f.rule, 100)} {f.count}× {where_short(f)}"
+        if label == "ended":
+            span = fmt_duration(f.last_seen - f.first_seen)
+            rest = f" ended {what}: {one(f.title, 200)}, over {span}"
+        elif label == "escalated":
+            was = f" from {one(prev.confidence, 20)}" if prev is not None else ""
+            rest = f" escalated{was} {what}: {one(f.summary or f.title, 300)}"
+        else:
+            rest = f" {what}: {one(f.summary or f.title, 300)}"
+        if self.tty:  # cut as plain text, then styled: no escape sequence is cut in two
+            rest = fit_cells(plain_head + rest, max(20, self._term_width() - 1))[
+                len(plain_head):]
+        return f"{fmt_clock(f.last_seen)} {self._badge(f.confidence)}{rest}"
+
     def finding_block(self, f: Finding, label: str) -> str:
-        """A finding as a few stable lines (ends with a newline)."""
-        title = one(f.title, 200)
-        rule = one(f.rule, 100)
-        lines = [f"{self._badge(f.confidence)} {self._style('title', title)}  ({rule}, {label})",
+        """A finding's evidence and hand-off, indented (ends with a newline): with
+        ``verbose``, once per finding, under its first line."""
+        lines = [f"  {self._style('title', one(f.title, 200))} ({one(f.rule, 100)}, {label})",
                  f"  {where(f)}",
                  f"  seen: {fmt_span(f)}"]
-        if f.summary:
-            lines.append(f"  summary: {one(f.summary, 500)}")
         ev = f.evidence
         if ev.timestamps:
             lines.append(f"  events at: {fmt_event_times(ev.timestamps, 5)}")
-        if ev.facts:
-            lines.append(f"  evidence: {fmt_facts(ev.facts)}")
+        said = fact_phrases(ev.facts).text()
+        if said:
+            lines.append(f"  evidence: {said}")
         for ex in ev.excerpts[: self.max_excerpts]:
             lines.append("  " + quote_agent_text(ex, 300))
         if len(ev.excerpts) > self.max_excerpts:
@@ -229,8 +316,10 @@ class TextReporter(Reporter):
             return
         what = ", ".join(one(s, 200) for s in context.sources) or "?"
         version = f" {context.version}" if context.version else ""
+        more = "" if self.verbose else (
+            "; --verbose shows each finding's evidence and what to do")
         self._emit_above_status(f"inspect-watch{version}: watching {what} "
-                                f"(observes only; changes nothing)\n")
+                                f"(observes only; changes nothing{more})\n")
 
     def finding(self, f: Finding) -> None:
         if confidence_rank(f.confidence) < self.min_rank:
@@ -241,17 +330,15 @@ class TextReporter(Reporter):
         elif confidence_rank(f.confidence) > confidence_rank(prev.confidence):
             label = "escalated"
         elif f.status == "ended" and prev.status != "ended":
-            self._shown[f.id] = f
-            sid = fmt_id(f.sample.sample_id)
-            self._emit_above_status(
-                f"{self._badge(f.confidence)} ended: {one(f.title, 200)}"
-                f"  (sample {sid} epoch {f.sample.epoch}, {fmt_span(f)})\n")
-            return
+            label = "ended"
         else:
             self._shown[f.id] = f
             return
         self._shown[f.id] = f
-        self._emit_above_status(self.finding_block(f, label))
+        text = self.finding_line(f, label, prev) + "\n"
+        if self.verbose and prev is None:  # evidence and hand-off once per finding
+            text += self.finding_block(f, label)
+        self._emit_above_status(text)
 
     def notice(self, n: Notice) -> None:
         kind = one(n.kind, 40)
@@ -273,8 +360,8 @@ class TextReporter(Reporter):
                 return
             # Plain output: one line when it changed, at most every status_every seconds.
             line = "status: " + " | ".join(ln.strip() for ln in self.status_lines(snapshot))
-            key = (snapshot.tasks, tuple(sorted(snapshot.findings_by_confidence.items())),
-                   snapshot.notices)
+            key = (tuple(t.counts for t in snapshot.tasks),
+                   tuple(sorted(snapshot.findings_by_confidence.items())), snapshot.notices)
             last = self._last_status_line
             if last is not None and (snapshot.now - last[0] < self.status_every
                                      or last[1] == key):
@@ -285,9 +372,12 @@ class TextReporter(Reporter):
     def stop(self, summary: RunSummary | None = None) -> None:
         with self._lock:
             text = self._clear_status()
-            if self.tty and not self.quiet and self._last_status is not None:
-                # Leave the final status on screen as ordinary lines.
-                text += "\n".join(self.status_lines(self._last_status)) + "\n"
+            if not self.quiet and self._last_status is not None:
+                # The final status (every task as it ended): on a TTY left on screen as
+                # ordinary lines; in a log, one last status line whatever the throttle
+                lines = self.status_lines(self._last_status)
+                text += ("\n".join(lines) if self.tty else
+                         "status: " + " | ".join(ln.strip() for ln in lines)) + "\n"
             if not self.quiet:
                 if summary is not None:
                     text += self._summary_text(summary)
@@ -307,4 +397,7 @@ class TextReporter(Reporter):
             out[0] += f" (at {fmt_time(summary.ended_at)})"
         for d in summary.log_dirs:
             out.append(f"  logs: {one(d, 500)}")
+        if summary.findings and not self.verbose:
+            out.append("  (evidence and what to do: watch --verbose, inspect-watch report, "
+                       "or inspect-watch top)")
         return "\n".join(out) + "\n"

@@ -18,6 +18,7 @@ import queue
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -82,6 +83,9 @@ class RunOptions:
     # (k, n): read only the samples of shard k of n (a parallel post-hoc worker); the
     # others still count in the task context, so sample rules judge them all alike
     shard: tuple[int, int] | None = None
+    # the last this many events of each sample are kept, shortened (RECENT_FIELDS), for a
+    # front end to show (:meth:`TaskWatcher.recent_events`); 0: none
+    recent_events: int = 0
 
     def owns(self, sample_id: str, epoch: int) -> bool:
         if self.shard is None:
@@ -104,6 +108,25 @@ RETRY_CAP = 30.0
 # a finished sample that the eval does not find (404) is usually between the eval's
 # memory and its log (flushed in batches under load): it is looked for this many times
 NOT_FOUND_ATTEMPTS = 5
+
+
+# what a kept recent event holds (text cut to RECENT_TEXT characters): enough for a person
+# to see what a sample did last, not a copy of its transcript
+RECENT_FIELDS = ("type", "timestamp", "attempt", "function", "model", "tokens", "has_error",
+                 "stop_reason", "completion", "arguments", "result", "error", "data")
+RECENT_TEXT = 300
+
+
+def recent_copy(event: dict[str, Any]) -> dict[str, Any]:
+    """An event shortened for :attr:`TaskWatcher.recent` (text fields stay agent text:
+    the front end sanitises them)."""
+    out: dict[str, Any] = {}
+    for k in RECENT_FIELDS:
+        v = event.get(k)
+        if v is None:
+            continue
+        out[k] = v[:RECENT_TEXT] if isinstance(v, str) else v
+    return out
 
 
 def _moved(prev: SampleRow, row: SampleRow, recent: float) -> bool:
@@ -151,6 +174,14 @@ class TaskWatcher:
         self.unreadable: set[tuple[str, int]] = set()  # given up on: reported, counted
         self.task_failures = 0  # cycles in a row whose listing failed
         self.failed = False  # the task's log could not be read: given up
+        # each sample's last events, shortened (opts.recent_events; read by front ends
+        # from another thread: a deque's copy is atomic)
+        self.recent: dict[tuple[str, int], deque[dict[str, Any]]] = {}
+
+    def recent_events(self, sample_id: str, epoch: int) -> list[dict[str, Any]]:
+        """The sample's last events, oldest first (see :data:`RECENT_FIELDS`)."""
+        kept = self.recent.get((sample_id, epoch))
+        return list(kept) if kept is not None else []
 
     @property
     def retrying(self) -> bool:
@@ -471,6 +502,11 @@ class TaskWatcher:
             events = events[item.attempt_boundary:]
         for event in events:
             self._findings(watch.feed(event))
+        if self.opts.recent_events and item.events:
+            kept = self.recent.get(key)
+            if kept is None:
+                kept = self.recent[key] = deque(maxlen=self.opts.recent_events)
+            kept.extend(recent_copy(e) for e in item.events[-self.opts.recent_events:])
         for kind, message, details in item.notices:
             self.notice(kind, f"sample {key[0]} epoch {key[1]}: {message}", key, **details)
         if item.done:
@@ -689,7 +725,11 @@ class SourceWatcher:
             return
         abandoned = 0
         for tw in self.tasks.values():
-            if any(not s.done for s in tw.streams.values()) and tw.task.log_location:
+            # also when every stream is done: the last listing may be seconds old (a
+            # sample buffer's reader lists every few seconds), and the log holds each
+            # sample's last state, which the final status shows
+            stale = any(not r.terminal for r in tw.rows.values())
+            if tw.task.log_location and (stale or any(not s.done for s in tw.streams.values())):
                 self._drain_from_log(tw)
             abandoned += sum(not s.done for s in tw.streams.values())
             tw.finalize_all("the eval process went away before the sample finished "
@@ -719,6 +759,8 @@ class SourceWatcher:
         listing = source.samples(tasks[0])
         for row in listing.samples:
             key = (row.sample_id, row.epoch)
+            if key in tw.rows and row.terminal:  # the sample's last word
+                tw.rows[key] = row
             if key in tw.streams and row.terminal:
                 tw.rows[key] = row
                 tw._on_row(key, row, time.time())

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 from watcher.findings import Finding, Notice, confidence_rank
 from watcher.run.runner import Runner, TaskWatcher
+from watcher.sources.base import SampleRow
+from watcher.stream import SampleStream
 from watcher.summary import (
     RunSummary,
     SampleProgress,
@@ -25,13 +27,39 @@ from watcher.summary import (
 
 
 def status_snapshot(runner: Runner, findings: Iterable[Finding], *, min_confidence: str,
-                    notices: int, samples: bool = False) -> StatusSnapshot:
-    """A snapshot for the live status area (``samples``: with a row per sample read)."""
+                    notices: int, samples: bool = False,
+                    now: float | None = None) -> StatusSnapshot:
+    """A snapshot for the live status area (``samples``: with a row per sample read).
+
+    Each task's counts come from its last listing rows; its oldest idle sample and its
+    findings by level from its streams and the findings at or above ``min_confidence``.
+    """
+    now = time.time() if now is None else now
+    floor = confidence_rank(min_confidence)
+    by_conf: dict[str, int] = {"high": 0, "medium": 0, "low": 0}
+    by_task: dict[str, dict[str, int]] = {}
+    worst: dict[tuple[str, str, int], tuple[int, int, Finding]] = {}
+    for f in findings:
+        rank = confidence_rank(f.confidence)
+        if rank < floor:
+            continue
+        by_conf[f.confidence] = by_conf.get(f.confidence, 0) + 1
+        levels = by_task.setdefault(f.sample.eval_id, {})
+        levels[f.confidence] = levels.get(f.confidence, 0) + 1
+        if samples:
+            key = f.sample.key
+            cur = worst.get(key)
+            n = cur[1] + 1 if cur else 1
+            worst[key] = (rank, n, f) if cur is None or rank > cur[0] else (cur[0], n, cur[2])
     tasks = []
     progress: list[SampleProgress] = []
-    for sw in runner.watchers.values():
+    for sw in list(runner.watchers.values()):
         for tw in list(sw.tasks.values()):
             rows = list(tw.rows.values())
+            tokens = [r.raw["total_tokens"] for r in rows
+                      if isinstance(r.raw.get("total_tokens"), int)]
+            task_tokens = tw.task.raw.get("total_tokens")
+            idle, idle_sample = _oldest_idle(tw, now)
             tasks.append(TaskStatus(
                 task=tw.task.task, model=tw.task.model, eval_id=tw.task.eval_id,
                 running=sum(r.status == "running" for r in rows),
@@ -39,33 +67,83 @@ def status_snapshot(runner: Runner, findings: Iterable[Finding], *, min_confiden
                 errored=sum(r.status == "error" for r in rows),
                 total=tw.task.counts.get("total") or len(rows) or None,
                 finished=tw.finished,
+                tokens=sum(tokens) if tokens else (
+                    task_tokens if isinstance(task_tokens, int) else None),
+                idle=idle, idle_sample=idle_sample,
+                findings_by_confidence=by_task.get(tw.task.eval_id, {}),
             ))
             if samples:
-                progress += _sample_progress(tw)
-    by_conf: dict[str, int] = {"high": 0, "medium": 0, "low": 0}
-    for f in findings:
-        if confidence_rank(f.confidence) >= confidence_rank(min_confidence):
-            by_conf[f.confidence] = by_conf.get(f.confidence, 0) + 1
+                progress += _sample_progress(tw, now, worst)
     polls = [sw.last_poll_at for sw in runner.watchers.values() if sw.last_poll_at]
     return StatusSnapshot(
-        tasks=tuple(tasks), findings_by_confidence=by_conf, now=time.time(),
+        tasks=tuple(tasks), findings_by_confidence=by_conf, now=now,
         last_poll_at=max(polls) if polls else None,
         polls=sum(sw.cycles for sw in runner.watchers.values()),
         notices=notices, samples=tuple(progress),
     )
 
 
-def _sample_progress(tw: TaskWatcher) -> list[SampleProgress]:
+def _last_seen(stream: SampleStream) -> float | None:
+    """When the sample last did something: its newest event, started or completed."""
+    times = [t for e in list(stream.in_flight.values())
+             if isinstance(t := e.get("timestamp"), int | float)]
+    if stream.last_event_at is not None:
+        times.append(stream.last_event_at)
+    return max(times) if times else None
+
+
+def _idle(stream: SampleStream, row: SampleRow | None, now: float) -> float | None:
+    """Seconds since a running sample's last event (``None`` for one not running)."""
+    if stream.done or row is None or row.status != "running":
+        return None
+    last = _last_seen(stream)
+    if last is None:
+        started = row.raw.get("started_at")
+        last = started if isinstance(started, int | float) else stream.last_change_at
+    return max(0.0, now - last)
+
+
+def _oldest_idle(tw: TaskWatcher, now: float) -> tuple[float | None, str | None]:
+    best: tuple[float | None, str | None] = (None, None)
+    for key, stream in list(tw.streams.items()):
+        idle = _idle(stream, tw.rows.get(key), now)
+        if idle is not None and (best[0] is None or idle > best[0]):
+            best = (idle, key[0])
+    return best
+
+
+def _last_event(stream: SampleStream) -> str:
+    """The newest event's type (and a tool's function): an event in flight is newer than
+    every completed one (the stream holds back what follows it)."""
+    pending = list(stream.in_flight.values())
+    event = pending[-1] if pending else stream.last_event
+    if not event:
+        return ""
+    kind = str(event.get("type") or "?")
+    function = event.get("function")
+    return f"{kind} {function}" if kind == "tool" and function else kind
+
+
+def _sample_progress(tw: TaskWatcher, now: float,
+                     worst: dict[tuple[str, str, int], tuple[int, int, Finding]],
+                     ) -> list[SampleProgress]:
     out = []
     for (sid, epoch), stream in list(tw.streams.items()):
         row = tw.rows.get((sid, epoch))
         in_flight = tuple(str(e.get("function") or e.get("type") or "?")
                           for e in list(stream.in_flight.values()))
+        tokens = row.raw.get("total_tokens") if row else None
+        bad = worst.get((tw.task.eval_id, sid, epoch))
+        f = bad[2] if bad else None
         out.append(SampleProgress(
             task=tw.task.task, eval_id=tw.task.eval_id, sample_id=sid, epoch=epoch,
             attempt=stream.attempt, status=row.status if row else "",
             events=stream.delivered, last_event_at=stream.last_event_at,
-            in_flight=in_flight, done=stream.done))
+            in_flight=in_flight, done=stream.done, model=tw.task.model,
+            idle=_idle(stream, row, now), last_event=_last_event(stream),
+            tokens=tokens if isinstance(tokens, int) else None,
+            worst=f.confidence if f else None, worst_rule=f.rule if f else "",
+            worst_title=f.title if f else "", findings=bad[1] if bad else 0))
     return out
 
 

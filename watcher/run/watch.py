@@ -34,8 +34,11 @@ from watcher.run.status import run_summary, status_snapshot
 from watcher.state import WatchState
 from watcher.summary import RunSummary, StatusSnapshot
 
-# seconds between two status snapshots sent to the sinks
+# seconds between two status snapshots sent to the sinks; one is sent sooner (but not
+# within STATUS_MIN of the last) when a source finished a cycle or anything was written,
+# so the counts a status area shows are never a cycle behind what was printed above it
 STATUS_EVERY = 1.0
+STATUS_MIN = 0.2
 
 
 @dataclass
@@ -56,6 +59,7 @@ class WatchConfig:
     alert_drain: float = DRAIN_SECONDS  # seconds the end waits for queued alerts
     log_hints: bool = True  # hand-offs name the log (not one that will be deleted: the demo's)
     sample_detail: bool = False  # status snapshots carry a row per sample read
+    recent_events: int = 0  # events kept per sample for a front end (RunOptions)
 
 
 @dataclass
@@ -85,7 +89,8 @@ class Watch:
         self.config = config
         self.state = state
         self.opts = RunOptions(poll=config.poll, once=config.once, selector=config.selector,
-                               exit_grace=config.exit_grace, shard=config.shard)
+                               exit_grace=config.exit_grace, shard=config.shard,
+                               recent_events=config.recent_events)
         self.runner = Runner(engine, self.opts, state)
         self.router = Router(state, sinks, alerts=alerts, deciders=deciders,
                              min_confidence=config.min_confidence, fail_on=config.fail_on,
@@ -125,6 +130,18 @@ class Watch:
                                notices=len(self.router.notices),
                                samples=self.config.sample_detail)
 
+    def recent_events(self, eval_id: str, sample_id: str, epoch: int) -> list[dict[str, Any]]:
+        """A sample's last events as the runner kept them (``recent_events``); from any
+        thread."""
+        for sw in list(self.runner.watchers.values()):
+            tw = sw.tasks.get(eval_id)
+            if tw is not None:
+                return tw.recent_events(sample_id, epoch)
+        return []
+
+    def _polls(self) -> int:
+        return sum(sw.cycles for sw in list(self.runner.watchers.values()))
+
     def summary(self) -> RunSummary:
         """What the end-of-run reports show: tasks, samples, findings, notices."""
         return run_summary(self.runner, self.router.findings.values(), self.router.notices,
@@ -150,18 +167,23 @@ class Watch:
         finished_before = set(self.state.finished)
         try:
             last_status = 0.0
+            last_polls = -1
             last_discover = time.time()
             while True:
+                routed = False
                 for origin, item in runner.drain_from(timeout=min(0.2, cfg.poll)):
                     router.route(item, origin)
+                    routed = True
                 router.flush()
                 router.pop_notices()
                 now = time.time()
                 if not static and not cfg.once and now - last_discover >= cfg.poll:
                     last_discover = now
                     self.sources.discover()
-                if now - last_status >= STATUS_EVERY:
-                    last_status = now
+                polls = self._polls()
+                if now - last_status >= STATUS_EVERY or (
+                        (routed or polls != last_polls) and now - last_status >= STATUS_MIN):
+                    last_status, last_polls = now, polls
                     router.send("status", self.status())
                 if self.interrupted:
                     break
@@ -188,6 +210,9 @@ class Watch:
             if cfg.shard is None:  # a parallel scan's parent says it for all its workers
                 self._say_if_incomplete()
             router.flush(force=True)
+            # the last word of the status area: every task as it ended (the rows the
+            # last listing, or the log of an eval that exited, gave), not a second old
+            router.send("status", self.status())
             router.drain_alerts(cfg.alert_drain)
             if router.output_failed:
                 # findings of samples read in this run may not have been written: the
