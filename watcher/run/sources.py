@@ -21,6 +21,7 @@ from typing import Any
 
 from watcher.discovery import ControlServer, list_servers
 from watcher.run.runner import Runner, Selector
+from watcher.shard import Shard
 from watcher.sources.base import Source, TaskInfo
 from watcher.state import WatchState
 
@@ -30,7 +31,8 @@ class SourcePicker:
 
     def __init__(self, runner: Runner, state: WatchState, notice: Callable[[str, str], None],
                  *, log_dir: str | None = None, replay: list[str] | None = None,
-                 transport: str = "auto", selector: Selector | None = None) -> None:
+                 transport: str = "auto", selector: Selector | None = None,
+                 shard: Shard | None = None) -> None:
         self.runner = runner
         self.state = state
         self.notice = notice
@@ -38,6 +40,7 @@ class SourcePicker:
         self.replay = list(replay or [])
         self.transport = transport
         self.selector = selector or Selector()
+        self.shard = shard  # --shard K/N: only the logs of that share (watcher.shard)
         # findings read from logs or recordings are about runs that are over
         self.live = not (log_dir or self.replay)
         self._known_pids: set[int] = set()
@@ -58,7 +61,8 @@ class SourcePicker:
         if self.log_dir:
             from watcher.sources.logfiles import LogSource
 
-            self.runner.add("logs", LogSource(self.log_dir), f"log dir {self.log_dir}")
+            self.runner.add("logs", LogSource(self.log_dir, shard=self.shard),
+                            f"log dir {self.log_dir}")
             return True
         if self.replay:
             from watcher.sources.replay import ReplaySource

@@ -53,6 +53,7 @@ class WatchConfig:
     exit_grace: float = PROCESS_EXIT_GRACE  # see RunOptions.exit_grace
     jobs: int = 1  # processes for a post-hoc scan (log_dir with once); see Watch.run
     shard: tuple[int, int] | None = None  # set in a parallel scan's workers
+    log_shard: tuple[int, int] | None = None  # --shard K/N: the logs of share K of N
     alert_drain: float = DRAIN_SECONDS  # seconds the end waits for queued alerts
     log_hints: bool = True  # hand-offs name the log (not one that will be deleted: the demo's)
     sample_detail: bool = False  # status snapshots carry a row per sample read
@@ -92,7 +93,8 @@ class Watch:
                              log_hints=config.log_hints)
         self.sources = SourcePicker(self.runner, state, self.router.notice,
                                     log_dir=config.log_dir, replay=config.replay,
-                                    transport=config.transport, selector=config.selector)
+                                    transport=config.transport, selector=config.selector,
+                                    shard=config.log_shard)
         self.router.live_eval = self.sources.reads_live
         self.router.before_save = self.sources.remember_open_evals
         self.live = self.sources.live
@@ -239,6 +241,8 @@ class Watch:
         if self._source_failed() or self._unreadable():
             return  # a source that could not be read
         where = f"in {cfg.log_dir}" if cfg.log_dir else "in the watched evals"
+        if cfg.log_shard is not None:
+            where = f"in shard {cfg.log_shard[0]}/{cfg.log_shard[1]} of {cfg.log_dir}"
         if tasks_read is None:
             tasks_read = self._tasks_read()
         if samples_read is None:
