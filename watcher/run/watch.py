@@ -94,8 +94,10 @@ class Watch:
         self.sources = SourcePicker(self.runner, state, self.router.notice,
                                     log_dir=config.log_dir, replay=config.replay,
                                     transport=config.transport, selector=config.selector,
-                                    shard=config.log_shard)
+                                    shard=config.log_shard, follow=config.follow,
+                                    once=config.once)
         self.router.live_eval = self.sources.reads_live
+        self.router.remote_eval = self.sources.reads_remote
         self.router.before_save = self.sources.remember_open_evals
         self.live = self.sources.live
         self.started_at = time.time()

@@ -321,6 +321,18 @@ class LogSource(Source):
         return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset),
                          done=next_offset >= len(parsed.events))
 
+    def has_sample(self, task: TaskInfo, sample_id: str, epoch: int) -> bool:
+        """Whether the task's log holds the sample now (a running eval's log gains its
+        samples as Inspect flushes them)."""
+        entry = self._entry_for(task)
+        self._summaries(entry)
+        return (str(sample_id), int(epoch)) in entry.ids
+
+    def parsed_sample(self, task: TaskInfo, sample_id: str, epoch: int,
+                      full: bool = False) -> ParsedSample:
+        """The sample's unresolved events as :meth:`events` pages them (cached)."""
+        return self._parsed(task, str(sample_id), int(epoch), full=full)
+
     def pop_notices(self) -> list[SourceNotice]:
         """Notices gathered since the last call: unreadable logs, unresolvable or
         over-limit attachments."""
