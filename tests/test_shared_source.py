@@ -523,6 +523,8 @@ def _damage_segment(how: str) -> Change:
             return data
         if how == "not a zip":
             return b"PK\x03\x04 this is not a zip" * 10
+        if how == "truncated":
+            return data[:len(data) // 2]  # a copy cut short: no central directory
         out = io.BytesIO()
         with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w") as dst:
             for name in src.namelist():
@@ -540,8 +542,8 @@ def _damage_segment(how: str) -> Change:
     return change
 
 
-@pytest.mark.parametrize("how", ["not a zip", "no member", "not JSON", "nested too deep",
-                                 "rows of the wrong shape"])
+@pytest.mark.parametrize("how", ["not a zip", "truncated", "no member", "not JSON",
+                                 "nested too deep", "rows of the wrong shape"])
 def test_a_damaged_segment_is_a_notice(shared_run: Run, how: str) -> None:
     """What a damaged segment held is read from the log once Inspect writes the sample
     there: the rules see every event once, and the watch says what it could not read."""
@@ -552,6 +554,45 @@ def test_a_damaged_segment_is_a_notice(shared_run: Run, how: str) -> None:
     assert said and all(n.details["scope"] == "buffer" and "segment.2.zip" in n.message
                         for n in said)
     assert len({n.message for n in said}) == len(said)  # each said once
+
+
+@pytest.mark.parametrize("how", ["never written", "vanishes mid-read"])
+def test_a_segment_that_vanishes_is_a_notice(shared_run: Run, how: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A segment the manifest names is not there (never copied, or removed while it was
+    read): the events read before it stand, the rest come from the log, said once."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    if how == "vanishes mid-read":
+        real_open = MemoryFileSystem.open
+
+        class Vanishing(io.BytesIO):
+            def __init__(self, fs: Any, path: str) -> None:
+                super().__init__(fs.cat_file(path))
+                self.fs, self.path = fs, path
+
+            def read(self, size: int | None = -1) -> bytes:
+                super().read(100)
+                self.fs.rm_file(self.path)  # gone, part way through
+                raise FileNotFoundError(self.path)
+
+        def open_(fs: Any, path: str, mode: str = "rb", **kw: Any) -> Any:
+            if path.endswith("/segment.2.zip") and "r" in mode and fs.exists(path):
+                return Vanishing(fs, path)
+            return real_open(fs, path, mode, **kw)
+
+        monkeypatch.setattr(MemoryFileSystem, "open", open_)
+        driver = _replay(shared_run)
+    else:
+        driver = _replay(shared_run, change=lambda rel, data: None if rel.endswith(
+            "/segment.2.zip") else data)
+    assert driver.done and not driver.out.errors
+    _assert_the_logs_events(shared_run, driver.out)
+    said = [n for n in driver.out.notices if n.kind == "unreadable"]
+    assert said and all("segment.2.zip: named by the manifest but not there" in n.message
+                        and n.details["scope"] == "buffer" for n in said), said
+    assert len({n.message for n in said}) == len(said)
+    assert driver.out.from_buffer_at  # what came before it was read from the buffer
 
 
 def test_a_manifest_that_cannot_be_read_is_a_notice(shared_run: Run) -> None:

@@ -134,6 +134,7 @@ class SharedLogSource(Source):
         self._running_logs: set[str] = set()
         self._in_log: dict[str, set[tuple[str, int]]] = {}  # eval id -> samples its log has
         self._notices: list[SourceNotice] = []
+        self._listings = 0  # calls of tasks(): what faults are counted in
 
     def running(self, eval_id: str) -> bool:
         """Whether the eval was running when its log was last listed."""
@@ -143,6 +144,7 @@ class SharedLogSource(Source):
 
     def tasks(self) -> list[TaskInfo]:
         infos = self.logs.tasks()
+        self._listings += 1
         with self._lock:
             for t in infos:
                 if t.finished and t.eval_id in self._buffers:
@@ -368,8 +370,10 @@ class SharedLogSource(Source):
         out = self._resolve([e for e in raws if wanted is None or e.get("event") in wanted],
                             view, tier, task, key)
         status = summary_row(entry.summary)["status"]
+        # done when the buffer says the sample ended and every segment it names was read
+        # (one missing for now may hold the last events)
         done = status in ("completed", "error", "cancelled") and end >= len(view.order) and (
-            not view.broken)
+            not view.broken) and set(entry.segments) <= set(view.segments)
         with self._lock:
             self._served[key] = mine
             if done:
@@ -401,9 +405,39 @@ class SharedLogSource(Source):
             except SourceBusy:
                 break  # read again next time
             if rows is None:
-                break  # the eval ended and took its buffer: the log takes over
+                # the eval ended and took its buffer (the log takes over), or the segment
+                # vanished from a buffer that still names it
+                if self._segment_gone(task, buf, key, segment):
+                    view.broken = True
+                break
+            self._faults.pop(f"{buf.dir}/segment.{segment}.zip", None)
             view.add(segment, rows)
         return view
+
+    def _segment_gone(self, task: TaskInfo, buf: SharedBuffer, key: Key, segment: int) -> bool:
+        """Whether a segment the manifest names is missing from a buffer that is still
+        there (damage, not the eval's end), for :data:`FAULT_LISTINGS` reads in a row (a
+        copy may write the manifest before the segment): said once, and the sample's later
+        events then come from the log."""
+        try:
+            manifest = buf.manifest()
+        except SourceError:
+            return False
+        entry = manifest.samples.get(key[1:]) if manifest is not None else None
+        where = f"{buf.dir}/segment.{segment}.zip"
+        if entry is None or segment not in entry.segments:
+            self._faults.pop(where, None)
+            return False  # the eval ended, or the sample left the buffer: the log has it
+        fault = self._faults.setdefault(where, ["gone", 0, None])
+        if fault[2] != self._listings:  # counted once per listing (a poll reads pages)
+            fault[1] += 1
+            fault[2] = self._listings
+        if fault[1] < FAULT_LISTINGS:
+            return False
+        self._say(where, f"{where}: named by the manifest but not there (removed or never "
+                  f"written); sample {key[1]} epoch {key[2]} is read on from the log once "
+                  "Inspect writes it there", task)
+        return True
 
     def _resolve(self, raws: list[dict[str, Any]], view: BufferedSample, tier: Tier,
                  task: TaskInfo, key: Key) -> list[dict[str, Any]]:
