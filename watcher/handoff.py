@@ -75,8 +75,9 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
     ``live=False`` (a finished run read from its logs) leaves out the ways to stop a
     sample: there is nothing running to stop, only a transcript to read.
     ``log_hint=False`` does not name the log (one that will be deleted). ``remote``: the
-    eval runs on another machine (read through its shared sample buffer), where those
-    ways are.
+    eval is read through its shared sample buffer, which carries no control channel, so
+    the ways to stop a sample are on the machine running the eval (perhaps another one:
+    the text does not claim this watch can reach it).
     """
     s = f.sample
     if not live:
@@ -86,18 +87,25 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
             where = shlex.quote(s.log_location)
             lines.append(f"Log: {where} (open with: {view_command(s.log_location)})")
         return "\n".join(lines)
-    lines = [
-        f"{HANDOFF_MARKER}: it has not cancelled, stopped or changed anything.",
-        "If this sample should stop, the person running the eval can"
-        + (", on the machine that runs it:" if remote else ":"),
-        "  - cancel it in the eval's terminal UI (Running Samples tab: Cancel (Score) "
-        "or Cancel (Error));",
-    ]
+    lines = [f"{HANDOFF_MARKER}: it has not cancelled, stopped or changed anything."]
+    if remote:
+        lines += [
+            "It reads this eval from the sample buffer the eval shares beside its log "
+            "(--log-shared), which has no control channel: nothing can be done to the "
+            "sample through this watch.",
+            "If this sample should stop, the person running the eval can, on the machine "
+            "running the eval:",
+        ]
+    else:
+        lines.append("If this sample should stop, the person running the eval can:")
+    lines.append("  - cancel it in the eval's terminal UI (Running Samples tab: Cancel (Score) "
+                 "or Cancel (Error));")
     if inspect_has_sample_cancel:
         lines += [
             "  - check the target first: " + sample_cancel_command(f, dry_run=True),
             "    then run the same command without --dry-run"
-            " (add --action cancel or --action error to skip scoring).",
+            " (add --action cancel or --action error to skip scoring)"
+            + ("; both there, where the eval's control channel is." if remote else "."),
         ]
     if pid is not None:
         lines.append(
