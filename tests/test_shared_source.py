@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import io
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -29,9 +32,10 @@ from typing import Any
 import fsspec
 import pytest
 
-from tests.evalproc import start_eval
+from tests.evalproc import default_sigint, start_eval
 from watcher.app import WatchHandle, WatchOptions, run, start
 from watcher.findings import Finding, Notice
+from watcher.reporters.jsonl import merge_findings, read_jsonl
 from watcher.sources.base import SourceError, TaskInfo
 from watcher.sources.filestore import loads
 from watcher.sources.logfiles import LogSource
@@ -208,6 +212,9 @@ class Run:
     codes: dict[str, Any]
     posthoc: Collect
     versions: list[tuple[float, str, bytes | None]]
+    cli_out: Path
+    cli_code: int | None
+    cli_err: str
 
 
 def _settled(handle: WatchHandle) -> bool:
@@ -241,6 +248,13 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     handles = {k: start(WatchOptions(log_dir=url, follow=True, poll=0.25, format=None,
                                      sample_detail=True), sinks=[watched[k]])
                for k, url in where.items()}
+    # the command itself, as a user runs it on the watching machine
+    cli_out = tmp / "cli.jsonl"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "watcher", "watch", "--log-dir", str(proc.log_dir), "--follow",
+         "--poll", "0.25", "--format", "jsonl", "--output", str(cli_out)],
+        stdout=subprocess.DEVNULL, stderr=(tmp / "cli.err").open("wb"),
+        stdin=subprocess.DEVNULL, preexec_fn=default_sigint)
     for t in drivers:
         t.start()
     try:
@@ -250,7 +264,14 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
             t.join(90)
         for h in handles.values():
             _wait(lambda h=h: _settled(h), 60)  # type: ignore[misc]
+        time.sleep(2)  # the command's last polls
     finally:
+        cli.send_signal(signal.SIGINT)
+        try:
+            cli_code: int | None = cli.wait(30)
+        except subprocess.TimeoutExpired:
+            cli.kill()
+            cli_code = None
         stop.set()
         for h in handles.values():
             h.stop()
@@ -261,7 +282,8 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     [log] = proc.logs()
     posthoc = Collect()
     assert run(WatchOptions(log_dir=str(log), once=True, format=None), sinks=[posthoc]) == 0
-    return Run(proc.log_dir, log, ended_at, driven, watched, codes, posthoc, mirror.versions)
+    return Run(proc.log_dir, log, ended_at, driven, watched, codes, posthoc, mirror.versions,
+               cli_out, cli_code, (tmp / "cli.err").read_text(errors="replace"))
 
 
 _LOG_EVENTS: dict[str, dict[tuple[str, int], list[dict[str, Any]]]] = {}
@@ -385,6 +407,25 @@ def test_live_findings_are_the_post_hoc_findings(shared_run: Run, where: str) ->
                          "finished run's log" in f.handoff for f in early)
     assert any("on the machine running the eval" in f.handoff for f in early)
     assert shared_run.codes[where] is not None
+
+
+def test_the_command_finds_what_the_log_holds(shared_run: Run) -> None:
+    """`inspect-watch watch --log-dir DIR --follow` (a process of its own) reports, while
+    the eval runs, the findings the finished log gives post hoc."""
+    # stopped with Ctrl+C (a followed log directory has no end): outputs flushed
+    assert shared_run.cli_code == 130, shared_run.cli_err[-2000:]
+    records, notices = read_jsonl([shared_run.cli_out])  # every snapshot written
+    final = [f for f in records if not (f.sample.sample_id == "flaky"
+                                        and f.sample.attempt == 1)]
+    assert sorted(map(_key, final)) == sorted(map(_key, shared_run.posthoc.findings))
+    assert {f.rule for f in merge_findings([shared_run.cli_out])} >= {
+        "repeated-tool-call", "submit-loop"}
+    # reported while the eval ran (from its buffer, or its log as it was flushed): where
+    # to act; after it ended: the finished log
+    remote = [f for f in records if "on the machine running the eval" in f.handoff]
+    assert remote and all(f in remote or "finished run's log" in f.handoff for f in records)
+    assert not [n for n in notices if n.kind in ("unreadable", "source_error", "gap")], \
+        [n.message for n in notices]
 
 
 # -- the same input, replayed: a watch that joins late, and damaged buffers -------------
