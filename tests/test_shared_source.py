@@ -599,6 +599,49 @@ def test_a_damaged_segment_is_a_notice(shared_run: Run, how: str) -> None:
     assert len({n.message for n in said}) == len(said)  # each said once
 
 
+def test_a_watch_over_a_damaged_buffer_finds_what_the_log_holds(shared_run: Run) -> None:
+    """Through the runner (a watch, as the command runs it): a segment that is no zip
+    and a manifest cut short for a while are said, the watch goes on, its findings are
+    the post-hoc ones, and no closing `incomplete` notice claims input was lost (the log
+    served what the buffer could not)."""
+    damaged = _damage_segment("truncated")
+    manifests = [i for i, (_t, rel, d) in enumerate(shared_run.versions)
+                 if rel.endswith("/manifest.json") and d is not None]
+    cut = set(manifests[2:6])  # four syncs in a row: longer than a rewrite lasts
+
+    def change(i: int, rel: str, data: bytes) -> bytes | None:
+        return data[:len(data) // 3] if i in cut else damaged(rel, data)
+
+    root = f"/damaged-{os.getpid()}/logs"
+    fs = fsspec.filesystem("memory")
+    sink = Collect()
+    handle = start(WatchOptions(log_dir=f"memory://{root}", follow=True, poll=0.05,
+                                format=None, sample_detail=True), sinks=[sink])
+    try:
+        for i, (_at, rel, data) in enumerate(shared_run.versions):
+            polls = len(sink.snapshots)
+            _wait(lambda p=polls: len(sink.snapshots) > p, 10)  # type: ignore[misc]
+            changed = change(i, rel, data) if data is not None else None
+            if data is None:
+                if fs.exists(f"{root}/{rel}"):
+                    fs.rm_file(f"{root}/{rel}")
+            elif changed is not None:
+                fs.pipe_file(f"{root}/{rel}", changed)
+        _wait(lambda: _settled(handle), 30)
+    finally:
+        handle.stop()
+        code = handle.wait(30)
+    assert code is not None
+    final = [f for f in sink.findings if not (f.sample.sample_id == "flaky"
+                                              and f.sample.attempt == 1)]
+    assert sorted(map(_key, final)) == sorted(map(_key, shared_run.posthoc.findings))
+    said = [n for n in sink.notices if n.kind == "unreadable"]
+    assert {n.details["scope"] for n in said} == {"buffer"}
+    assert any("segment.2.zip" in n.message for n in said)
+    assert any("manifest.json: not JSON" in n.message for n in said)
+    assert not [n for n in sink.notices if n.kind in ("incomplete", "gap", "source_error")]
+
+
 @pytest.mark.parametrize("how", ["never written", "vanishes mid-read"])
 def test_a_segment_that_vanishes_is_a_notice(shared_run: Run, how: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:

@@ -210,10 +210,11 @@ class Watch:
         return any(n.kind == "source_error" for n in self.router.notices)
 
     def _unreadable(self) -> dict[str, int]:
-        """How many logs, samples (and whole sources) could not be read, by scope."""
+        """How many logs, samples (and whole sources) could not be read, by scope. A
+        shared sample buffer's file is not counted: the log serves what it held."""
         counts: dict[str, int] = {}
         for n in self.router.notices:
-            if n.kind == "unreadable":
+            if n.kind == "unreadable" and n.details.get("scope") != "buffer":
                 scope = str(n.details.get("scope") or "sample")
                 counts[scope] = counts.get(scope, 0) + 1
         return counts
