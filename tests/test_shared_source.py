@@ -462,6 +462,53 @@ def _replay(run_: Run, *, start_at: int = 0, change: Change | None = None,
     return driver
 
 
+def test_an_s3_bucket_gives_the_logs_events(shared_run: Run,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--log-dir s3://bucket/logs --follow` through s3fs against a local S3 server
+    (moto), the real run's files put there version by version as Inspect puts them:
+    the logs listed, the buffers read while the eval runs, every event once."""
+    pytest.importorskip("s3fs")
+    server_mod = pytest.importorskip("moto.server")
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_SESSION_TOKEN": "testing",
+                        "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}"}.items():
+        monkeypatch.setenv(name, value)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        fs = s3fs.S3FileSystem(skip_instance_cache=True)
+        fs.mkdir("watch-e2e")
+        driver = Driver(SharedLogSource("s3://watch-e2e/logs"))
+        for _at, rel, data in shared_run.versions:
+            if data is None:
+                if fs.exists(f"watch-e2e/logs/{rel}"):
+                    fs.rm_file(f"watch-e2e/logs/{rel}")
+            else:
+                fs.pipe_file(f"watch-e2e/logs/{rel}", data)
+            driver.step()
+        for _ in range(30):
+            if driver.done:
+                break
+            driver.step()
+        driver.source.close()
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        server.stop()
+    assert driver.done and not driver.out.errors, driver.out.errors[:3]
+    _assert_the_logs_events(shared_run, driver.out)
+    assert set(driver.out.from_buffer_at) >= {("repeat", 1), ("flaky", 1)}
+    assert driver.out.attempts[("flaky", 1)] == [2]
+    assert not [n for n in driver.out.notices if n.kind in ("unreadable", "gap")]
+
+
 def _assert_the_logs_events(run_: Run, got: Driven, attempts: bool = True) -> None:
     """Every event of the log once, in order, normalised alike (``attempts=False``: but
     for the attempt number, which a watch that joined during a retry cannot know)."""

@@ -87,6 +87,23 @@ def buffer_dir(log_location: str) -> str:
     return f"{head}{sep}.buffer/{stem}"
 
 
+def buffer_fs_options(url: str, fs_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The filesystem options Inspect reads the same URL with (its credentials set-up, as
+    for Azure) and no listings cache: a cached listing (s3fs keeps one by default) would
+    hide a rewritten manifest or a new segment for as long as it is kept."""
+    options: dict[str, Any] = {}
+    if "://" in url and not url.startswith("file://"):
+        try:
+            from inspect_ai._util.file import default_fs_options
+        except ImportError:  # pragma: no cover - Inspect is a dependency
+            pass
+        else:
+            options.update(default_fs_options(url))
+    options["use_listings_cache"] = False
+    options.update(fs_options or {})
+    return options
+
+
 @dataclass(frozen=True)
 class Entry:
     """One sample of a manifest: its summary (a log's sample summary, as JSON) and the
@@ -134,7 +151,7 @@ class SharedBuffer:
         from fsspec.core import url_to_fs
 
         self.dir = buffer_dir(log_location)
-        self.fs, self.root = url_to_fs(self.dir, **(fs_options or {}))
+        self.fs, self.root = url_to_fs(self.dir, **buffer_fs_options(self.dir, fs_options))
         self.max_file = limits.BUFFER_FILE_SIZE.value()
         self.max_entry = limits.LOG_ENTRY_SIZE.value()
         self.lock = threading.Lock()  # the manifest and the segment cache
