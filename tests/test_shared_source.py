@@ -435,7 +435,7 @@ _replays = 0
 
 
 def _replay(run_: Run, *, start_at: int = 0, change: Change | None = None,
-            steps_after: int = 30) -> Driver:
+            steps_after: int = 30, shard: tuple[int, int] | None = None) -> Driver:
     """The eval's files as they were written, version by version, into a memory
     directory of their own, ``change`` applied to each (``None``: not written); a
     :class:`Driver` pass after each version from ``start_at`` on (a watch that started
@@ -444,7 +444,7 @@ def _replay(run_: Run, *, start_at: int = 0, change: Change | None = None,
     _replays += 1
     root = f"/replay-{os.getpid()}-{_replays}/logs"
     fs = fsspec.filesystem("memory")
-    driver = Driver(SharedLogSource(f"memory://{root}"))
+    driver = Driver(SharedLogSource(f"memory://{root}", shard=shard))
     for i, (_at, rel, data) in enumerate(run_.versions):
         if data is None:
             if fs.exists(f"{root}/{rel}"):
@@ -535,6 +535,21 @@ def test_replayed_input_gives_the_logs_events(shared_run: Run) -> None:
     ended = driver.out.ended_from
     assert completed and {k for k, v in ended.items() if v == "buffer"} == completed
     assert {k for k, v in ended.items() if v == "log"} & set(driver.out.from_buffer_at)
+
+
+def test_a_followed_shard_reads_only_its_share_of_running_evals(shared_run: Run) -> None:
+    """`--follow --shard K/N`: the running eval (its log and its buffer) is read by the
+    one shard its log's name hashes to, in full; the other shard reads nothing of it."""
+    from watcher.shard import shard_of
+
+    mine = shard_of(shared_run.log.name, 2)
+    drivers = {k: _replay(shared_run, shard=(k, 2), steps_after=0 if k != mine else 30)
+               for k in (0, 1)}
+    owner, other = drivers[mine], drivers[1 - mine]
+    assert owner.done
+    _assert_the_logs_events(shared_run, owner.out)
+    assert owner.out.from_buffer_at
+    assert other.out.task is None and not other.out.events and not other.out.errors
 
 
 def _manifests(run_: Run) -> list[tuple[int, dict[str, Any]]]:
