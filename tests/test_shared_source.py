@@ -777,6 +777,36 @@ def test_a_manifest_entry_that_is_no_sample_is_left_out(shared_run: Run) -> None
     assert ("clean", 1) in driver.out.from_buffer_at  # the others from the buffer
 
 
+@pytest.mark.parametrize("when", ["always", "once listed"])
+def test_a_summary_of_the_wrong_shape_is_a_notice(shared_run: Run, when: str) -> None:
+    """A manifest entry whose summary has fields of the wrong types (usage a list, scores
+    a string), from the start or only after the sample was listed and read from: the
+    sample is read from the log, the source goes on, and the watch says so once."""
+    seen: list[int] = []
+
+    def change(rel: str, data: bytes) -> bytes:
+        if not rel.endswith("/manifest.json"):
+            return data
+        manifest = loads(data)
+        listed = any(s["summary"]["id"] == "repeat" and s["segments"]
+                     for s in manifest["samples"])
+        seen.append(listed)
+        if when == "always" or sum(seen) > 2:
+            for s in manifest["samples"]:
+                if s["summary"]["id"] == "repeat":
+                    s["summary"].update(model_usage=["lots"], scores="all",
+                                        error={"message": 7})
+        import json
+        return json.dumps(manifest).encode()
+
+    driver = _replay(shared_run, change=change)
+    assert driver.done and not driver.out.errors, driver.out.errors[:3]
+    _assert_the_logs_events(shared_run, driver.out)
+    said = [n for n in driver.out.notices if n.kind == "unreadable"]
+    assert len(said) == 1 and "summary not readable" in said[0].message, said
+    assert said[0].details["scope"] == "buffer"
+
+
 @pytest.mark.parametrize("env, what", [
     ("INSPECT_WATCH_MAX_BUFFER_FILE_MB", "MB limit (INSPECT_WATCH_MAX_BUFFER_FILE_MB raises it)"),
     ("INSPECT_WATCH_MAX_LOG_ENTRY_MB", "MB limit (INSPECT_WATCH_MAX_LOG_ENTRY_MB raises it)")])

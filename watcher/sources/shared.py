@@ -297,14 +297,21 @@ class SharedLogSource(Source):
             self._listed[(task.eval_id, *key)] = mark
         return SampleListing(as_of=time.time(), samples=out)
 
-    def _row(self, task: TaskInfo, key: Key, entry: Entry) -> SampleRow | None:
+    def _summary(self, task: TaskInfo, key: Key, entry: Entry) -> dict[str, Any] | None:
+        """The entry's summary as a listing row; ``None`` (said once) if its fields are
+        not of the types Inspect writes."""
         try:
-            raw = summary_row(entry.summary)
+            return summary_row(entry.summary)
         except Exception as ex:  # noqa: BLE001 - a summary of the wrong shape
             self._say(f"{key}:summary", f"{task.log_location} shared buffer: sample "
                       f"{entry.sample_id} epoch {entry.epoch}: summary not readable "
                       f"({type(ex).__name__}: {ex}); the sample is read from the log once "
                       "Inspect writes it there", task)
+            return None
+
+    def _row(self, task: TaskInfo, key: Key, entry: Entry) -> SampleRow | None:
+        raw = self._summary(task, key, entry)
+        if raw is None:
             return None
         told = raw.get("retries")
         raw["retries"] = max(self._attempts.get(key, 0),
@@ -369,7 +376,8 @@ class SharedLogSource(Source):
         wanted = None if types is None or types & {"all", "*"} else types
         out = self._resolve([e for e in raws if wanted is None or e.get("event") in wanted],
                             view, tier, task, key)
-        status = summary_row(entry.summary)["status"]
+        summary = self._summary(task, key, entry)
+        status = summary["status"] if summary is not None else "unknown"  # the log ends it
         # done when the buffer says the sample ended and every segment it names was read
         # (one missing for now may hold the last events)
         done = status in ("completed", "error", "cancelled") and end >= len(view.order) and (
