@@ -733,6 +733,19 @@ def test_handoff_without_ctl_or_pid() -> None:
     assert "terminal UI" in text and "only observes" in text
 
 
+def test_handoff_of_a_remote_eval_says_where_to_act() -> None:
+    """Read through a shared sample buffer there is no control channel: the text says
+    so, and puts every way to stop the sample on the machine running the eval."""
+    f = hostile_finding()
+    text = handoff_text(f, None, True, remote=True)
+    assert "no control channel" in text and "only observes" in text
+    where = text.index("on the machine running the eval")
+    assert where < text.index("terminal UI") < text.index("inspect ctl sample cancel")
+    assert "both there, where the eval's control channel is" in text
+    local = handoff_text(f, None, True)
+    assert "machine" not in local and "control channel" not in local
+
+
 def test_detect_sample_cancel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert detect_sample_cancel() is True  # the pinned inspect_ai has it
     fake = tmp_path / "inspect_ai"

@@ -65,6 +65,7 @@ class WatchOptions:
     wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
     state_path: str | None = None
     jobs: int | None = None  # processes for --log-dir --once; 0: one per CPU; None: auto
+    shard: tuple[int, int] | None = None  # --shard K/N: the logs whose name hashes to K
     # the rules
     rules: tuple[str, ...] = ()
     disable: tuple[str, ...] = ()
@@ -112,8 +113,8 @@ class OptionsError(ValueError):
 def check(options: WatchOptions) -> WatchOptions:
     """``options`` with ``jobs`` decided, or :class:`OptionsError` for the first problem:
     an unknown format, a poll or job count out of range, a parallel scan of no logs, a
-    log directory that does not exist, a limit override that is no positive number, an
-    output that cannot be written."""
+    shard out of range or without logs, a log directory that does not exist, a limit
+    override that is no positive number, an output that cannot be written."""
     if options.format is not None:
         try:
             get_reporter(options.format, "watch")
@@ -132,6 +133,13 @@ def check(options: WatchOptions) -> WatchOptions:
     if jobs > 1 and not (options.log_dir and options.once):
         raise OptionsError("parallel scans read logs: use it with --log-dir and --once",
                            "--jobs")
+    if options.shard is not None:
+        k, n = options.shard
+        if n < 1 or not 0 <= k < n:
+            raise OptionsError("K must be from 0 to N-1 and N at least 1", "--shard")
+        if not options.log_dir:
+            raise OptionsError("a shard is a share of the logs: use it with --log-dir",
+                               "--shard")
     local = local_path(options.log_dir)
     if local is not None and not local.exists():
         raise OptionsError(f"{options.log_dir} does not exist", "--log-dir")
@@ -375,6 +383,7 @@ class _Session:
                              follow=o.follow, once=o.once, poll=o.poll, selector=o.selector,
                              min_confidence=o.min_confidence, fail_on=o.fail_on,
                              wait_for_evals=o.wait_for_evals, jobs=o.jobs or 1,
+                             log_shard=o.shard,
                              log_hints=o.log_hints, alert_drain=o.alert_drain,
                              sample_detail=o.sample_detail, recent_events=o.recent_events)
         sinks: list[Sink] = [*reporters, *self.extra, self.latest]

@@ -74,6 +74,18 @@ def _rule_options(f: Any) -> Any:
     return f
 
 
+def _shard(value: str | None) -> tuple[int, int] | None:
+    """``--shard K/N`` as ``(k, n)``; a usage error otherwise."""
+    if value is None:
+        return None
+    from watcher.shard import parse_shard
+
+    try:
+        return parse_shard(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
+
+
 def _bad_input(e: OptionsError) -> NoReturn:
     """Options the library refused: a usage error naming the option, else exit 2."""
     if e.option:
@@ -178,6 +190,10 @@ main.add_command(rules_group, name="rules")
               help="With --log-dir and --once: scan samples in this many processes "
               "(0: one per CPU). Default: one per CPU for local logs of 8 MB or more, "
               "else one.")
+@click.option("--shard", callback=lambda ctx, param, value: _shard(value), metavar="K/N",
+              help="With --log-dir: read only the logs whose name hashes to share K of N "
+              "(K from 0), so N watchers (a Kubernetes Indexed Job, a CI matrix, a Slurm "
+              "array) scan a log store in parallel; `report` merges their JSONL.")
 def watch(task: str | None, sample_id: str | None, epoch: int | None,
           **options: Any) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""

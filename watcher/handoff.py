@@ -69,12 +69,15 @@ def sample_cancel_command(f: Finding, *, dry_run: bool) -> str:
 
 
 def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
-                 live: bool = True, log_hint: bool = True) -> str:
+                 live: bool = True, log_hint: bool = True, remote: bool = False) -> str:
     """The human-facing "what now" for a finding; never claims the watcher acted.
 
     ``live=False`` (a finished run read from its logs) leaves out the ways to stop a
     sample: there is nothing running to stop, only a transcript to read.
-    ``log_hint=False`` does not name the log (one that will be deleted).
+    ``log_hint=False`` does not name the log (one that will be deleted). ``remote``: the
+    eval is read through its shared sample buffer, which carries no control channel, so
+    the ways to stop a sample are on the machine running the eval (perhaps another one:
+    the text does not claim this watch can reach it).
     """
     s = f.sample
     if not live:
@@ -84,17 +87,25 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
             where = shlex.quote(s.log_location)
             lines.append(f"Log: {where} (open with: {view_command(s.log_location)})")
         return "\n".join(lines)
-    lines = [
-        f"{HANDOFF_MARKER}: it has not cancelled, stopped or changed anything.",
-        "If this sample should stop, the person running the eval can:",
-        "  - cancel it in the eval's terminal UI (Running Samples tab: Cancel (Score) "
-        "or Cancel (Error));",
-    ]
+    lines = [f"{HANDOFF_MARKER}: it has not cancelled, stopped or changed anything."]
+    if remote:
+        lines += [
+            "It reads this eval from the sample buffer the eval shares beside its log "
+            "(--log-shared), which has no control channel: nothing can be done to the "
+            "sample through this watch.",
+            "If this sample should stop, the person running the eval can, on the machine "
+            "running the eval:",
+        ]
+    else:
+        lines.append("If this sample should stop, the person running the eval can:")
+    lines.append("  - cancel it in the eval's terminal UI (Running Samples tab: Cancel (Score) "
+                 "or Cancel (Error));")
     if inspect_has_sample_cancel:
         lines += [
             "  - check the target first: " + sample_cancel_command(f, dry_run=True),
             "    then run the same command without --dry-run"
-            " (add --action cancel or --action error to skip scoring).",
+            " (add --action cancel or --action error to skip scoring)"
+            + ("; both there, where the eval's control channel is." if remote else "."),
         ]
     if pid is not None:
         lines.append(
@@ -107,18 +118,20 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
     return "\n".join(lines)
 
 
-def finding_handoff(f: Finding, live: bool = True, log_hint: bool = True) -> str:
+def finding_handoff(f: Finding, live: bool = True, log_hint: bool = True,
+                    remote: bool = False) -> str:
     """The hand-off to print: the finding's own text plus the generated actions.
 
     Rules may carry their own advice in ``handoff``; the generated part (what the
     watcher did not do, and the cancel/interrupt commands) is appended unless
     the text already contains it. ``log_hint=False`` leaves out where the log is (for a
-    log that will not be there to open: the demo's, without ``--keep-logs``).
+    log that will not be there to open: the demo's, without ``--keep-logs``); ``remote``
+    says the ways to stop a sample are on the machine that runs it.
     """
     if HANDOFF_MARKER in f.handoff:
         return f.handoff
     generated = handoff_text(f, f.sample.pid, live and detect_sample_cancel(), live=live,
-                             log_hint=log_hint)
+                             log_hint=log_hint, remote=remote)
     return f"{f.handoff.rstrip()}\n{generated}" if f.handoff.strip() else generated
 
 

@@ -61,7 +61,13 @@ LOG_ENTRY_SIZE = Limit("INSPECT_WATCH_MAX_LOG_ENTRY_MB", 100, "MB",
 EXPANSION_SIZE = Limit("INSPECT_WATCH_MAX_EXPANSION_MB", 64, "MB",
                        "most text attachment references may add to one event")
 
-ALL = (RESPONSE_SIZE, REQUEST_TIME, LOG_ENTRY_SIZE, EXPANSION_SIZE)
+# the largest file of a shared sample buffer read (``inspect eval --log-shared``): a
+# manifest (a few hundred bytes per sample and segment) or one sync's segment zip; the
+# documents inflated from a segment are held to LOG_ENTRY_SIZE
+BUFFER_FILE_SIZE = Limit("INSPECT_WATCH_MAX_BUFFER_FILE_MB", 256, "MB",
+                         "largest shared sample buffer file (a manifest or a segment)")
+
+ALL = (RESPONSE_SIZE, REQUEST_TIME, LOG_ENTRY_SIZE, EXPANSION_SIZE, BUFFER_FILE_SIZE)
 
 
 def check() -> None:

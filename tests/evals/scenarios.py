@@ -110,6 +110,28 @@ def flaky() -> Task:
 
 
 @task
+def shared() -> Task:
+    """For a watch through the sample buffer Inspect shares beside the log
+    (``--log-shared``): a repeated call, a submit loop, a sample retried after an error
+    (with --retry-on-error) and a clean one, slow enough (``SCENARIO_TOOL_DELAY``) to span
+    several syncs."""
+    claim = "My final answer is 42, submitting now."
+    return Task(
+        dataset=[
+            sample("repeat", calls(*["cat /tmp/status"] * 7) + [SUBMIT]),
+            sample("submit-loop", [{"text": claim, "delay": 1.0}] * 4 + [SUBMIT]),
+            sample("flaky", calls("whoami") + [
+                {"raise": "transient provider failure", "times": 1, "delay": 1.0,
+                 "then": {"tool": "shell", "args": {"cmd": "ls"}}}]
+                + calls("cat a", "cat b", "cat c") + [SUBMIT]),
+            sample("clean", calls("ls", "cat notes.txt", "python solve.py") + [SUBMIT]),
+        ],
+        solver=react(tools=[shell()]), scorer=includes(), message_limit=60,
+        model=scripted_model(),
+    )
+
+
+@task
 def slow(samples: int = 2, turns: int = 30) -> Task:
     """Long-running samples (for kill and stall tests)."""
     return Task(

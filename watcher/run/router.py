@@ -79,7 +79,8 @@ _UNMARKED = object()  # a pending item the state did not mark reported
 
 class Router:
     """Routes one watch's outputs; see the module. ``live_eval(eval_id)`` says whether
-    an eval is read while it runs (its hand-off then names ways to stop it);
+    an eval is read while it runs (its hand-off then names ways to stop it),
+    ``remote_eval(eval_id)`` whether it runs on another machine (those ways are there);
     ``before_save`` runs before each save of the state."""
 
     def __init__(self, state: WatchState, sinks: Sequence[Sink], *,
@@ -87,6 +88,7 @@ class Router:
                  min_confidence: str = "low", fail_on: str | None = None,
                  log_hints: bool = True,
                  live_eval: Callable[[str], bool] = lambda eval_id: True,
+                 remote_eval: Callable[[str], bool] = lambda eval_id: False,
                  before_save: Callable[[], None] | None = None) -> None:
         self.state = state
         self.sinks: list[Sink] = [*sinks, *alerts]  # dropped from when they cannot write
@@ -96,6 +98,7 @@ class Router:
         self.fail_on = fail_on
         self.log_hints = log_hints
         self.live_eval = live_eval
+        self.remote_eval = remote_eval
         self.before_save = before_save
         self.findings: dict[str, Finding] = {}
         self.notices: list[Notice] = []
@@ -142,8 +145,10 @@ class Router:
             return
         # the hand-off names what a person can do (cancel commands, kill -INT PID) for
         # every reporter, JSONL included, so an agent reading findings gets them too
-        item = replace(item, handoff=finding_handoff(item, live=self.live_eval(
-            item.sample.eval_id), log_hint=self.log_hints))
+        eval_id = item.sample.eval_id
+        item = replace(item, handoff=finding_handoff(item, live=self.live_eval(eval_id),
+                                                     log_hint=self.log_hints,
+                                                     remote=self.remote_eval(eval_id)))
         self.findings[item.id] = item
         if not self.shown(item):
             return

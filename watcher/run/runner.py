@@ -14,6 +14,7 @@ place; each output comes off the queue with the :class:`Origin` it was read from
 from __future__ import annotations
 
 import contextlib
+import math
 import queue
 import threading
 import time
@@ -392,6 +393,18 @@ class TaskWatcher:
                 self.notice("attempt", f"sample {key[0]} epoch {key[1]} is on attempt "
                             f"{row.attempt} (earlier attempts errored)", key,
                             attempt=row.attempt)
+        elif row.attempt > stream.attempt and stream.nonce is not None and (
+                row.raw.get("attempt_nonce") == stream.nonce):
+            # the attempt being read, under its true number: a source that met it in the
+            # middle (a shared sample buffer does not say how many attempts came before)
+            # learns it from the log. Its events are not read again; findings keep the
+            # attempt they were reported with
+            self.notice("attempt", f"sample {key[0]} epoch {key[1]} is on attempt "
+                        f"{row.attempt}: earlier attempts errored before this watch saw them",
+                        key, attempt=row.attempt)
+            stream.attempt = row.attempt
+            if stream.done and key not in self.watches:
+                return  # read to its end and closed before the log said so
         elif row.attempt > stream.attempt:
             # a retry; the failed attempt may already have read as done (its terminal
             # source), so a finished stream re-opens for the new attempt
@@ -827,10 +840,13 @@ class Runner:
         self.origins: dict[str, Origin] = {}
 
     def add(self, key: str, source: Source, label: str, *, once: bool = False,
-            server: ControlServer | None = None) -> SourceWatcher:
+            server: ControlServer | None = None, forever: bool = False) -> SourceWatcher:
         """Watch ``source`` on its own thread (``once``: read what it holds, then stop,
-        whatever the watch's own options)."""
+        whatever the watch's own options; ``forever``: a live source whose tasks are all
+        done is still read, for tasks to come: a log directory followed)."""
         opts = replace(self.opts, once=True) if once else self.opts
+        if forever:
+            opts = replace(opts, exit_grace=math.inf)
 
         def emit(item: Output) -> None:
             self.queue.put((key, item))

@@ -1,7 +1,9 @@
 """Choosing what a watch reads, and adding it to the runner.
 
 A log directory, recordings to replay, or ``inspect ctl`` (``--transport cli``) are
-one source each, known at the start. Otherwise the watch reads live evals: every
+one source each, known at the start; a log directory with ``--follow`` is a live one
+(:mod:`watcher.sources.shared`: new logs, and running evals on any machine through the
+sample buffers they share beside their logs). Otherwise the watch reads live evals: every
 control server that discovery finds (again each poll with ``--follow``) gets a
 source of its own, chosen by ``--transport``: HTTP over the control socket, with
 running samples' events read from the eval's sample buffer (``auto``, the
@@ -17,12 +19,16 @@ The state file remembers live tasks an earlier watch did not read to their end
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watcher.discovery import ControlServer, list_servers
 from watcher.run.runner import Runner, Selector
+from watcher.shard import Shard
 from watcher.sources.base import Source, TaskInfo
 from watcher.state import WatchState
+
+if TYPE_CHECKING:
+    from watcher.sources.shared import SharedLogSource
 
 
 class SourcePicker:
@@ -30,7 +36,9 @@ class SourcePicker:
 
     def __init__(self, runner: Runner, state: WatchState, notice: Callable[[str, str], None],
                  *, log_dir: str | None = None, replay: list[str] | None = None,
-                 transport: str = "auto", selector: Selector | None = None) -> None:
+                 transport: str = "auto", selector: Selector | None = None,
+                 shard: Shard | None = None, follow: bool = False,
+                 once: bool = False) -> None:
         self.runner = runner
         self.state = state
         self.notice = notice
@@ -38,6 +46,11 @@ class SourcePicker:
         self.replay = list(replay or [])
         self.transport = transport
         self.selector = selector or Selector()
+        self.shard = shard  # --shard K/N: only the logs of that share (watcher.shard)
+        # --log-dir --follow: the log directory as a live source (running evals' shared
+        # sample buffers, and new logs as they come)
+        self.shared: SharedLogSource | None = None
+        self._follow_logs = bool(log_dir) and follow and not once
         # findings read from logs or recordings are about runs that are over
         self.live = not (log_dir or self.replay)
         self._known_pids: set[int] = set()
@@ -49,16 +62,30 @@ class SourcePicker:
 
     def reads_live(self, eval_id: str) -> bool:
         """Whether the eval is read while it runs (not from a log it left)."""
+        if self.shared is not None:
+            return self.shared.running(eval_id)
         return self.live and eval_id not in self.resumed_evals
+
+    def reads_remote(self, eval_id: str) -> bool:
+        """Whether the eval runs elsewhere, read through its shared sample buffer (what
+        can stop one of its samples must be done on the machine that runs it)."""
+        return self.shared is not None and self.shared.running(eval_id)
 
     # -- the start -------------------------------------------------------------------
 
     def add_static(self) -> bool:
         """Add the one source the options name, if they name one (not live discovery)."""
+        if self.log_dir and self._follow_logs:
+            from watcher.sources.shared import SharedLogSource
+
+            self.shared = SharedLogSource(self.log_dir, shard=self.shard)
+            self.runner.add("logs", self.shared, f"log dir {self.log_dir}", forever=True)
+            return True
         if self.log_dir:
             from watcher.sources.logfiles import LogSource
 
-            self.runner.add("logs", LogSource(self.log_dir), f"log dir {self.log_dir}")
+            self.runner.add("logs", LogSource(self.log_dir, shard=self.shard),
+                            f"log dir {self.log_dir}")
             return True
         if self.replay:
             from watcher.sources.replay import ReplaySource

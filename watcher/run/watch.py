@@ -56,6 +56,7 @@ class WatchConfig:
     exit_grace: float = PROCESS_EXIT_GRACE  # see RunOptions.exit_grace
     jobs: int = 1  # processes for a post-hoc scan (log_dir with once); see Watch.run
     shard: tuple[int, int] | None = None  # set in a parallel scan's workers
+    log_shard: tuple[int, int] | None = None  # --shard K/N: the logs of share K of N
     alert_drain: float = DRAIN_SECONDS  # seconds the end waits for queued alerts
     log_hints: bool = True  # hand-offs name the log (not one that will be deleted: the demo's)
     sample_detail: bool = False  # status snapshots carry a row per sample read
@@ -97,8 +98,11 @@ class Watch:
                              log_hints=config.log_hints)
         self.sources = SourcePicker(self.runner, state, self.router.notice,
                                     log_dir=config.log_dir, replay=config.replay,
-                                    transport=config.transport, selector=config.selector)
+                                    transport=config.transport, selector=config.selector,
+                                    shard=config.log_shard, follow=config.follow,
+                                    once=config.once)
         self.router.live_eval = self.sources.reads_live
+        self.router.remote_eval = self.sources.reads_remote
         self.router.before_save = self.sources.remember_open_evals
         self.live = self.sources.live
         self.started_at = time.time()
@@ -231,10 +235,11 @@ class Watch:
         return any(n.kind == "source_error" for n in self.router.notices)
 
     def _unreadable(self) -> dict[str, int]:
-        """How many logs, samples (and whole sources) could not be read, by scope."""
+        """How many logs, samples (and whole sources) could not be read, by scope. A
+        shared sample buffer's file is not counted: the log serves what it held."""
         counts: dict[str, int] = {}
         for n in self.router.notices:
-            if n.kind == "unreadable":
+            if n.kind == "unreadable" and n.details.get("scope") != "buffer":
                 scope = str(n.details.get("scope") or "sample")
                 counts[scope] = counts.get(scope, 0) + 1
         return counts
@@ -264,6 +269,8 @@ class Watch:
         if self._source_failed() or self._unreadable():
             return  # a source that could not be read
         where = f"in {cfg.log_dir}" if cfg.log_dir else "in the watched evals"
+        if cfg.log_shard is not None:
+            where = f"in shard {cfg.log_shard[0]}/{cfg.log_shard[1]} of {cfg.log_dir}"
         if tasks_read is None:
             tasks_read = self._tasks_read()
         if samples_read is None:

@@ -27,6 +27,7 @@ from typing import Any
 from watcher import limits
 from watcher.attachments import Expansion, resolve_attachments
 from watcher.events import Tier
+from watcher.shard import Shard, owns
 from watcher.sources.base import (
     BadResponse,
     EventPage,
@@ -91,13 +92,16 @@ class LogSource(Source):
     parse, nests too deep or inflates past :data:`~watcher.limits.LOG_ENTRY_SIZE`
     is a :class:`BadResponse` naming the file and sample, and attachment
     references expand by at most :data:`~watcher.limits.EXPANSION_SIZE` per event.
+    ``shard`` ``(k, n)`` keeps only the logs of the k-th of n shares (:mod:`watcher.shard`).
     """
 
     name = "logs"
 
     def __init__(self, log_dir: str, *, recursive: bool = True, strict: bool = False,
-                 cache_size: int = 4, fs_options: dict[str, Any] | None = None) -> None:
+                 cache_size: int = 4, fs_options: dict[str, Any] | None = None,
+                 shard: Shard | None = None) -> None:
         self.log_dir = log_dir
+        self.shard = shard
         self.recursive = recursive
         self.strict = strict
         self.cache_size = max(1, cache_size)
@@ -137,8 +141,8 @@ class LogSource(Source):
         return infos
 
     def tasks(self) -> list[TaskInfo]:
-        """One task per readable log file, oldest first."""
-        infos = self._list()
+        """One task per readable log file (of this source's shard), oldest first."""
+        infos = [i for i in self._list() if owns(self.shard, i.name)]
         seen: set[str] = set()
         out: list[TaskInfo] = []
         for info in infos:
@@ -316,6 +320,18 @@ class LogSource(Source):
                 + ", ".join(sorted(unknown)[:5])))
         return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset),
                          done=next_offset >= len(parsed.events))
+
+    def has_sample(self, task: TaskInfo, sample_id: str, epoch: int) -> bool:
+        """Whether the task's log holds the sample now (a running eval's log gains its
+        samples as Inspect flushes them)."""
+        entry = self._entry_for(task)
+        self._summaries(entry)
+        return (str(sample_id), int(epoch)) in entry.ids
+
+    def parsed_sample(self, task: TaskInfo, sample_id: str, epoch: int,
+                      full: bool = False) -> ParsedSample:
+        """The sample's unresolved events as :meth:`events` pages them (cached)."""
+        return self._parsed(task, str(sample_id), int(epoch), full=full)
 
     def pop_notices(self) -> list[SourceNotice]:
         """Notices gathered since the last call: unreadable logs, unresolvable or
