@@ -1,0 +1,8 @@
+"""The watchdog (``inspect-watch watch --act``): acting on findings through the eval's
+control channel, off by default, audited (docs/watchdog.md).
+
+- :mod:`watcher.act.policy` — the action policy language (``act:`` blocks, the
+  ``--act-policy`` file, the built-in ``defaults.yaml``);
+- :mod:`watcher.act.watchdog` — the :class:`~watcher.run.router.Decider` that carries
+  a policy out and writes an ``action`` record for every step.
+"""
