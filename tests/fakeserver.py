@@ -13,8 +13,9 @@ matching request. :meth:`refuse` closes the listener and leaves a dead socket fi
 behind (connect → ECONNREFUSED).
 
 Mutations (``POST``/``PATCH``) are recorded and answered from :attr:`mutations` (a
-path → ``(status, body)`` map); any other is FastAPI's stock ``{"detail": "Not Found"}``
-404, what a server that predates a route answers (an older Inspect).
+path → ``(status, body)``, or a function of the query giving one); any other is
+FastAPI's stock ``{"detail": "Not Found"}`` 404, what a server that predates a route
+answers (an older Inspect).
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
         if length:
             self.rfile.read(length)
         fake.record(f"{self.command} {url.path}", params)
-        status, body = fake.mutations.get(url.path, (404, {"detail": "Not Found"}))
+        answer = fake.mutations.get(url.path, (404, {"detail": "Not Found"}))
+        status, body = answer(params) if callable(answer) else answer
         self._send(status, json.dumps(body).encode())
 
     def _endless(self) -> None:
@@ -225,8 +227,9 @@ class FakeControlServer:
         self.samples: dict[tuple[str, int], FakeSample] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.tasks_override: Any = None  # serve this as /tasks instead (garbage tests)
-        # what a POST/PATCH of a path answers; any other: the stock 404 of a missing route
-        self.mutations: dict[str, tuple[int, Any]] = {}
+        # what a POST/PATCH of a path answers (or a function of its query that says);
+        # any other path: the stock 404 of a missing route
+        self.mutations: dict[str, Any] = {}
         self._faults: list[tuple[str, str, int]] = []  # (path substring, action, skip)
         # (path substring, action, query params to match): on every matching request
         self._always: list[tuple[str, str, dict[str, str]]] = []

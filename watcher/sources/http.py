@@ -223,6 +223,15 @@ class HttpSource(Source):
         body = self._get(f"/evals/{task.eval_id}/sample/events", params)
         return event_page(body, f"pid {self.server.pid}")
 
+    def sample(self, eval_id: str, sample_id: str, epoch: int) -> dict[str, Any]:
+        """One sample's summary row, read atomically (``GET /evals/{id}/sample``: what
+        ``inspect ctl sample show`` reads): status, retries, events, interrupt, tokens.
+        :class:`NotFound` when the eval no longer knows it."""
+        body = self._get(f"/evals/{eval_id}/sample", {"sample_id": sample_id, "epoch": epoch})
+        if not isinstance(body, dict):
+            raise BadResponse(f"pid {self.server.pid}: malformed sample row")
+        return body
+
     def messages(self, task: TaskInfo, sample_id: str, epoch: int) -> list[dict[str, Any]]:
         """A sample's conversation as raw messages (``GET .../sample/messages?full``):
         what a finished model event's prompt is looked up in when its own input is only
