@@ -17,6 +17,8 @@ from watcher.act.policy import (
     load_policy,
     parse_act,
     parse_policy,
+    rule_act_block,
+    rule_acts,
 )
 from watcher.engine import load_rules
 from watcher.engine.errors import RuleError
@@ -219,3 +221,37 @@ def test_the_shipped_defaults_act_only_on_high_and_name_built_in_rules() -> None
     assert load_policy().lookup(f) is not None and not load_policy().lookup(f).wants(f)  # type: ignore[union-attr]
     assert load_policy().lookup(replace(f, confidence="high")).wants(  # type: ignore[union-attr]
         replace(f, confidence="high"))
+
+
+def test_a_loaded_rules_act_block_is_read_through_one_function() -> None:
+    """``rule_act_block`` is the one place that reads ``rule.act_block`` (kept raw, with
+    its location, by the rule loader): absent gives ``None``; present, it is parsed with
+    its location, and its errors and unknown facts are located in the rule's file."""
+    from types import SimpleNamespace
+
+    errors: list[RuleError] = []
+    [doc] = load_docs(RULE, "rules/my-loop.yaml", errors)
+    plain = SimpleNamespace(id="plain")
+    own = SimpleNamespace(id="my-loop", act_block=(doc.data["act"], doc, ("act",)))
+    assert rule_act_block(plain) is None
+    block = rule_act_block(own)
+    assert block is not None and block.doc is doc and block.path == ("act",)
+    acts = rule_acts([plain, own])
+    assert set(acts) == {"my-loop"} and acts["my-loop"].action == "cancel"
+    policy = load_policy(rule_acts=acts)
+    assert policy.lookup(finding("my-loop")) is acts["my-loop"]
+    check_references(policy, {"my-loop": RuleInfo("submit_loop", frozenset({"streak"}))})
+    # the rule's facts are checked too (W119, at the line in the rule's file)
+    [typo] = load_docs(RULE.replace("count:", "streek:"), "rules/my-loop.yaml", errors)
+    policy = load_policy(rule_acts=rule_acts(
+        [SimpleNamespace(id="my-loop", act_block=(typo.data["act"], typo, ("act",)))]))
+    with pytest.raises(PolicyErrors) as exc:
+        check_references(policy, {"my-loop": RuleInfo("submit_loop", frozenset({"streak"}))})
+    [unknown] = exc.value.errors
+    assert (unknown.code, unknown.file, unknown.line) == ("W119", "rules/my-loop.yaml", 12)
+    assert "did you mean 'streak'?" in exc.value.render()
+    # a bad block is a located error of the rule's file
+    [bad] = load_docs(RULE.replace("cancel_sample", "cancel_sampel"), "r.yaml", errors)
+    with pytest.raises(PolicyErrors) as exc:
+        rule_acts([SimpleNamespace(id="my-loop", act_block=(bad.data["act"], bad))])
+    assert [(e.code, e.file, e.line) for e in exc.value.errors] == [("W114", "r.yaml", 8)]

@@ -102,8 +102,9 @@ def test_snapshot_example_is_one_episode_of_a_real_rule(pack: dict[str, str]) ->
 
 
 def test_rule_ids_and_categories_named_in_the_table_exist(pack: dict[str, str]) -> None:
+    finding_lines = DOC[:DOC.index("## Notice lines")]
     rows = {m[0]: m[1] for m in re.findall(r"^\| `(rule|category)` \| string \| (.*) \|$",
-                                            DOC, re.M)}
+                                            finding_lines, re.M)}
     named_rules = re.findall(r"`([\w.-]+)`", rows["rule"].split("(")[0])
     assert named_rules and set(named_rules) <= set(pack)
     named = set(re.findall(r"`([\w.-]+)`", rows["category"])) - {"category"}
@@ -125,6 +126,20 @@ def test_every_notice_kind_the_code_emits_is_documented() -> None:
     assert {"process_exited", "gap", "pending_at_end", "transport", "attempt", "no_logs",
             "alert_dropped"} <= kinds
     assert documented_notice_kinds() == kinds
+
+
+def test_the_action_table_lists_the_fields_of_an_action_record() -> None:
+    from watcher.findings import Action
+
+    real = Action(verb="cancel_sample", sample=SampleRef("t", "ti", "e", "m", "1", 1)).to_dict()
+    assert table_fields("## Action lines") == list(real)
+    assert real["kind"] == "action" and real["schema"] == 1
+    reasons = set(re.findall(r"`(\w+)`", DOC[DOC.index("| `reason` |"):].split("\n", 1)[0]))
+    code = (REPO / "watcher" / "act" / "watchdog.py").read_text()
+    used = set(re.findall(r'reason="(\w+)"', code)) | set(re.findall(
+        r'return \("(\w+)",', code)) | set(re.findall(r'"(\w+)" if isinstance\(e, \w+\)', code))
+    assert {"route_missing", "limit_run", "no_answer", "already_acted"} <= used
+    assert used <= reasons - {"reason"}
 
 
 def test_commands_in_the_doc_parse() -> None:

@@ -517,6 +517,55 @@ def load_policy(path: str | os.PathLike[str] | None = None, *, builtin: bool = T
     return Policy(layers, interrupt)
 
 
+# -- the rules' own blocks --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleActBlock:
+    """A rule's own ``act:`` block as the rule loader keeps it: the raw value, the
+    located document it was read from, and its path in that document."""
+
+    value: Any
+    doc: Doc
+    path: Path_ = ("act",)
+
+
+def rule_act_block(rule: Any) -> RuleActBlock | None:
+    """A loaded rule's own ``act:`` block, or ``None`` (no block, or a rule engine that
+    does not keep one yet). The one place that reads it off a compiled rule: the loader
+    keeps it raw, with its location, as ``rule.act_block``."""
+    block = getattr(rule, "act_block", None)
+    if block is None or isinstance(block, RuleActBlock):
+        return block
+    if isinstance(block, tuple) and len(block) in (2, 3):
+        return RuleActBlock(*block)
+    doc = getattr(block, "doc", None)
+    if isinstance(doc, Doc):  # an object of the loader's own with value, doc (and path)
+        return RuleActBlock(getattr(block, "value", None), doc,
+                            tuple(getattr(block, "path", ("act",))))
+    raise TypeError(f"rule {getattr(rule, 'id', '?')}: act_block of unknown shape "
+                    f"{type(block).__name__}")
+
+
+def rule_acts(rules: Iterable[Any]) -> dict[str, ActSpec]:
+    """The rules' own ``act:`` blocks, parsed (rule id → block), for :func:`load_policy`.
+    Raises :class:`PolicyErrors` with every located error of every block."""
+    out: dict[str, ActSpec] = {}
+    errors: list[RuleError] = []
+    for rule in rules:
+        block = rule_act_block(rule)
+        if block is None:
+            continue
+        got = parse_act(block.value, block.doc, block.path)
+        if isinstance(got, list):
+            errors += got
+        else:
+            out[str(rule.id)] = got
+    if errors:
+        raise PolicyErrors(errors)
+    return out
+
+
 # -- references ------------------------------------------------------------------------
 
 
@@ -543,6 +592,11 @@ def check_references(policy: Policy, rules: Mapping[str, RuleInfo]) -> None:
             else:
                 have.update(info.facts)
     for layer in policy.layers:
+        if layer.name == "rules":  # a rule's own block: the facts of that rule
+            for name, spec in layer.rules.items():
+                known_rule = rules.get(name)
+                if known_rule is not None and known_rule.facts is not None:
+                    errors += _unknown_facts(name, spec, known_rule.facts, None)
         if layer.name != "file":
             continue
         for (kind, name), (doc, path) in layer.locs.items():
@@ -559,14 +613,23 @@ def check_references(policy: Policy, rules: Mapping[str, RuleInfo]) -> None:
             facts = rules[name].facts if kind == "rules" else categories[name]
             if facts is None:
                 continue
-            allowed = set(facts) | COMMON_FACTS
-            for t in spec.facts:
-                if t.name not in allowed:
-                    close = difflib.get_close_matches(t.name, sorted(allowed), n=1)
-                    errors.append(UnknownFactError(
-                        f"{name!r} has no fact {t.name!r}", file=doc.file, line=t.line,
-                        col=t.col, source_line=doc.source_line(t.line),
-                        hint=(f"did you mean {close[0]!r}? " if close else "") +
-                        "facts: " + ", ".join(sorted(allowed))))
+            errors += _unknown_facts(name, spec, facts, doc)
     if errors:
         raise PolicyErrors(errors)
+
+
+def _unknown_facts(name: str, spec: ActSpec, facts: Iterable[str],
+                   doc: Doc | None) -> list[RuleError]:
+    """W119 for each condition of ``spec`` on a fact ``name``'s rules do not have."""
+    allowed = set(facts) | COMMON_FACTS
+    file = doc.file if doc is not None else spec.source.rsplit(":", 1)[0]
+    out: list[RuleError] = []
+    for t in spec.facts:
+        if t.name not in allowed:
+            close = difflib.get_close_matches(t.name, sorted(allowed), n=1)
+            out.append(UnknownFactError(
+                f"{name!r} has no fact {t.name!r}", file=file, line=t.line, col=t.col,
+                source_line=doc.source_line(t.line) if doc is not None else None,
+                hint=(f"did you mean {close[0]!r}? " if close else "") +
+                "facts: " + ", ".join(sorted(allowed))))
+    return out
