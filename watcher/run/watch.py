@@ -296,12 +296,12 @@ class Watch:
         tasks, samples = parallel.merge_shards(results, self.router, self.state)
         if not self.interrupted:
             self._say_if_nothing_matched(tasks_read=bool(tasks), samples_read=bool(samples))
-            self.router.flush(force=True)
+        self._say_if_incomplete()  # before the last flush: it belongs in the outputs too
+        self.router.flush(force=True)
         self.router.drain_alerts(self.config.alert_drain)
         self._merged = RunSummary(tasks=tuple(tasks), samples=tuple(samples),
                                   findings=(), notices=(), log_dirs=(), log_files=(),
                                   started_at=self.started_at, ended_at=time.time())
-        self._say_if_incomplete()
         self.router.save()
         return self._result(jobs)
 
