@@ -439,3 +439,55 @@ def test_action_records_are_written_read_back_and_rendered_escaped(tmp_path: Pat
     assert "<script>" not in md and "\n## inspect-watch says" not in md
     page = render_html(RunSummary(notices=(back,)))
     assert "<script>x" not in page and "Watchdog actions (1)" in page
+
+
+@pytest.mark.parametrize("block, path, query, scope", [
+    ("{verb: drain_task, when: {confidence: high}}", "/tasks/evalA-t/drain",
+     {"dry_run": "true"}, "task"),
+    ("{verb: pause_task, now: true, when: {confidence: high}}", "/tasks/evalA-t/pause",
+     {"now": "true", "dry_run": "true"}, "task"),
+    ("{verb: cancel_sample, action: cancel, when: {confidence: high}}", CANCEL,
+     {"sample_id": "s1", "epoch": "1", "action": "cancel", "dry_run": "true"}, "sample"),
+])
+def test_each_verb_asks_its_own_route_dry_run_first(
+        fake: FakeControlServer, tmp_path: Path, block: str, path: str,
+        query: dict[str, str], scope: str) -> None:
+    add_loop(fake)
+
+    def answer(params: dict[str, str]) -> tuple[int, Any]:  # as 0.3.285's task routes do
+        return 200, {"ok": True, "task_id": "evalA-t", "dry_run": params["dry_run"] == "true",
+                     "in_flight": 1, "queued": 3, "changed": True}
+
+    fake.mutations[path] = answer
+    recs = watch_until(tmp_path, lambda r: any(a["outcome"] == "requested"
+                                               for a in actions(r)),
+                       policy=f"rules:\n  repeated-tool-call: {block}\n")
+    [act] = actions(recs)
+    assert (act["outcome"], act["scope"], act["task_id"]) == ("requested", scope, "evalA-t")
+    sent = posts(fake)
+    assert sent == [(f"POST {path}", query), (f"POST {path}", {**query, "dry_run": "false"})]
+    assert "requested; the server accepted it" in act["message"]
+
+
+def test_the_watchdogs_options_need_act_and_a_live_eval(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from watcher.cli import main
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(main, ["watch", *args])
+
+    for args, words in [
+        (["--dry-run"], "is for --act"),
+        (["--act-policy", str(tmp_path / "p.yaml")], "is for --act"),
+        (["--act", "--log-dir", str(tmp_path), "--once"], "a watch over logs never acts"),
+        (["--act=dry-run", "--transport", "cli"], "does not work with --transport cli"),
+        (["--act=yes"], "the only value --act takes is =dry-run"),
+        (["--act", "--act-max", "0"], "--act-max"),
+    ]:
+        res = run(*args)
+        assert res.exit_code == 2, (args, res.output)
+        assert words in res.output, (args, res.output)
+    with pytest.raises(app.OptionsError, match="a watch over logs never acts"):
+        app.check(app.WatchOptions(act=True, replay=[str(tmp_path / "r.jsonl")]))
+    assert app.check(app.WatchOptions(act=True, dry_run=True)).dry_run
