@@ -491,3 +491,22 @@ def test_the_watchdogs_options_need_act_and_a_live_eval(tmp_path: Path) -> None:
     with pytest.raises(app.OptionsError, match="a watch over logs never acts"):
         app.check(app.WatchOptions(act=True, replay=[str(tmp_path / "r.jsonl")]))
     assert app.check(app.WatchOptions(act=True, dry_run=True)).dry_run
+
+
+def test_an_invalid_policy_file_stops_the_watch_before_it_starts(tmp_path: Path) -> None:
+    """Validated like rules: every error located (file:line:col) and coded, exit 2."""
+    from click.testing import CliRunner
+
+    from watcher.cli import main
+
+    path = tmp_path / "p.yaml"
+    path.write_text("rules:\n  submit-lop: {verb: cancel_sample}\n"
+                    "  repeated-tool-call: {verb: cancel_sample, when: {confidence: low}}\n")
+    res = CliRunner().invoke(main, ["watch", "--act", "--act-policy", str(path), "--once"])
+    assert res.exit_code == 2, res.output
+    assert f"{path}:3:" in res.output and "W114" in res.output  # never on low
+    assert "refusing to start with an invalid action policy" in res.output
+    path.write_text("rules:\n  submit-lop: {verb: cancel_sample}\n")
+    res = CliRunner().invoke(main, ["watch", "--act", "--act-policy", str(path), "--once"])
+    assert res.exit_code == 2 and f"{path}:2:3" in res.output and "W121" in res.output
+    assert "did you mean 'submit-loop'?" in res.output
