@@ -158,3 +158,38 @@ def test_commands_in_the_doc_parse() -> None:
             cmd.make_context(cmd.name or "", args)
         except click.UsageError as e:
             pytest.fail(f"docs/findings.md: `{command}`: {e}")
+
+
+WATCHDOG_DOC = (REPO / "docs" / "watchdog.md").read_text()
+
+
+def test_watchdog_doc_commands_policies_and_defaults_are_real() -> None:
+    """docs/watchdog.md: its commands parse, its act block and policy file are valid
+    against the built-in rules, and the defaults it names are the code's."""
+    from watcher.act import MAX_ACTIONS, MAX_PER_TASK
+    from watcher.act.policy import Policy, check_references, parse_act, parse_policy
+    from watcher.app import rule_infos
+    from watcher.engine import Engine
+    from watcher.engine.errors import RuleError
+    from watcher.engine.yamlsrc import load_docs
+
+    commands = re.findall(r"^(inspect-watch watch [^#\n]*)", WATCHDOG_DOC, re.M)
+    assert len(commands) >= 5
+    for command in commands:
+        args = shlex.split(command)[2:]
+        try:
+            main.get_command(click.Context(main), "watch").make_context(  # type: ignore[union-attr]
+                "watch", args)
+        except click.UsageError as e:
+            pytest.fail(f"docs/watchdog.md: `{command}`: {e}")
+    block, policy = re.findall(r"```yaml\n(.*?)```", WATCHDOG_DOC, re.S)
+    errors: list[RuleError] = []
+    [doc] = load_docs(block, "act.yaml", errors)
+    assert not errors and not isinstance(parse_act(doc.data, doc, ()), list)
+    layer, interrupt, keep = parse_policy(policy, "policy.yaml")
+    assert keep and interrupt is not None and layer.rules and layer.categories
+    # its rule ids, categories and facts exist in the built-in pack
+    check_references(Policy([layer], interrupt),
+                     rule_infos(Engine(load_rules(paths=[], builtin=True).rules)))
+    assert f"(default {MAX_ACTIONS})" in WATCHDOG_DOC and f"task (default {MAX_PER_TASK})" in (
+        WATCHDOG_DOC)
