@@ -324,7 +324,8 @@ def test_a_watch_that_may_act_does_not_say_it_only_observes() -> None:
     f = _fake(example_snapshots()[0], confidence="high")
     for acting, footer in (("", FOOTER), ("act", FOOTER_ACTING), ("dry-run", FOOTER_ACTING)):
         sent: list[str] = []
-        n = Notifier((), min_confidence="high", send=lambda t, b, k: sent.append(b) is None)
+        n = Notifier((), min_confidence="high",
+                     send=lambda t, b, k, sent=sent: sent.append(b) is None)
         n.start(SimpleNamespace(acting=acting))
         n.finding(f)
         n.drain(5)

@@ -265,6 +265,15 @@ def drain(wd: Watchdog, want: int, timeout: float = 10.0) -> list[Notice]:
     return got
 
 
+def reads(fake: FakeControlServer, n: int, timeout: float = 10.0) -> None:
+    """Wait until the watchdog has read the sample's row ``n`` times (a loaded machine
+    may take longer than any fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and sum(
+            p == "/evals/evalA/sample" for p, _ in fake.requests) < n:
+        time.sleep(0.02)
+
+
 def origin(fake: FakeControlServer) -> Origin:
     server = fake.control_server()
     return Origin("k", "fake", HttpSource(server), server)
@@ -314,7 +323,7 @@ def test_the_grace_waits_for_events_or_seconds_and_an_ended_finding_drops_it(
     spec = ActSpec("cancel_sample", action="score", grace_events=10, grace_seconds=30.0)
     wd = Watchdog(policy_of(spec), poll=0.05, clock=lambda: now[0])
     wd.decide(loop_finding(), origin(fake))
-    time.sleep(0.3)  # checked a few times: neither 10 events nor 30 s have passed
+    reads(fake, 3)  # checked a few times: neither 10 events nor 30 s have passed
     assert wd.pop_notices() == [] and posts(fake) == []
     fake.samples[("s1", 1)].extra["events"] += 10  # the agent went on: 10 more events
     rec = drain(wd, 1)[0]
@@ -510,3 +519,29 @@ def test_an_invalid_policy_file_stops_the_watch_before_it_starts(tmp_path: Path)
     res = CliRunner().invoke(main, ["watch", "--act", "--act-policy", str(path), "--once"])
     assert res.exit_code == 2 and f"{path}:2:3" in res.output and "W121" in res.output
     assert "did you mean 'submit-loop'?" in res.output
+
+
+def test_a_failed_read_before_the_request_is_retried_at_the_next_check_counted_once(
+        fake: FakeControlServer) -> None:
+    """The sample cannot be read just before the request (503s past the client's
+    retries): nothing is sent; the next check asks the dry run again and acts. The record
+    says it took two checks after the grace, and the action counted once (--act-max 1)."""
+    add_loop(fake)
+    dry_runs: list[str] = []
+
+    def answer(params: dict[str, str]) -> tuple[int, Any]:
+        if params["dry_run"] == "true":
+            dry_runs.append("dry")
+            if len(dry_runs) == 1:  # the read right after this one fails, three times
+                fake.inject("/evals/evalA/sample", "503", "503", "503")
+        return 200, {"ok": True, "changed": True, "dry_run": params["dry_run"] == "true"}
+
+    fake.mutations[CANCEL] = answer
+    wd = Watchdog(policy_of(ActSpec("cancel_sample", action="score")), poll=0.05,
+                  max_actions=1)
+    wd.decide(loop_finding(), origin(fake))
+    [rec] = drain(wd, 1)
+    assert isinstance(rec, Action) and (rec.outcome, rec.reason) == ("requested", None)
+    assert rec.details["checks_after_grace"] == 2
+    assert [q["dry_run"] for _, q in posts(fake)] == ["true", "true", "false"]
+    wd.drain(1.0)

@@ -83,10 +83,11 @@ class _Pending:
     since: float  # when its conditions first held (the grace runs from here)
     ready: bool = True  # its `when` facts hold
     events0: int | None = None
-    checks: int = 0  # checks since the grace was met
+    checks: int = 0  # checks since the grace was met (1: the first), failed ones too
     phase: str = "grace"  # grace | confirm
     requested_at: float = 0.0
     failures: int = 0
+    counted: bool = False  # counted against --act-max / --act-max-task
     args: dict[str, Any] = field(default_factory=dict)
 
 
@@ -405,6 +406,8 @@ class Watchdog:
         return None
 
     def _check(self, p: _Pending) -> None:
+        if p.checks:  # the grace was over at an earlier check that could not finish
+            p.checks += 1
         row = self._read(p)
         if row is None:
             return
@@ -424,7 +427,7 @@ class Watchdog:
         met = self._grace_met(p, events)
         if met is None:
             return
-        p.checks += 1
+        p.checks = p.checks or 1
         self._act(p, met, events)
 
     def _grace_met(self, p: _Pending, events: int | None) -> str | None:
@@ -444,6 +447,8 @@ class Watchdog:
         return None
 
     def _limit(self, p: _Pending) -> tuple[str, str] | None:
+        if p.counted:
+            return None  # this very action, tried again: it is within the limits
         s = p.finding.sample
         task = s.task_id or s.eval_id
         if self._actions >= self.max_actions:
@@ -627,6 +632,11 @@ class Watchdog:
         return False
 
     def _count(self, p: _Pending) -> None:
+        """Count the action against the limits, once (a check that could not finish and
+        is tried again at the next one is the same action)."""
+        if p.counted:
+            return
+        p.counted = True
         s = p.finding.sample
         task = s.task_id or s.eval_id
         self._actions += 1
