@@ -545,3 +545,28 @@ def test_a_failed_read_before_the_request_is_retried_at_the_next_check_counted_o
     assert rec.details["checks_after_grace"] == 2
     assert [q["dry_run"] for _, q in posts(fake)] == ["true", "true", "false"]
     wd.drain(1.0)
+
+
+def test_another_findings_hand_off_says_what_was_done_about_its_sample(
+        fake: FakeControlServer) -> None:
+    """A finding with no action of its own (the sample-limit finding a cancel causes)
+    must not read as if nothing was done about its sample."""
+    add_loop(fake)
+    accept(fake)
+    wd = Watchdog(policy_of(ActSpec("cancel_sample", action="score")), poll=0.05)
+    other = replace(loop_finding(), id="other0000000000", rule="sample-limit",
+                    category="limit")
+    untouched = replace(other, sample=replace(REF, sample_id="s9"))
+    before = wd.handoff(other, True, False)
+    assert "no action in its policy for this finding; it has not acted on this sample" in (
+        before)
+    wd.decide(loop_finding(), origin(fake))
+    [rec] = drain(wd, 1)
+    assert isinstance(rec, Action) and rec.outcome == "requested"
+    after = wd.handoff(other, True, False)
+    assert "not acted" not in after
+    assert "About this sample, its task or its run, for other findings, it has:" in after
+    assert "cancel sample: requested: Cancel the sample (action score) requested" in after
+    assert "The person running the eval can also:" in after
+    assert "it has not acted on this sample" in wd.handoff(untouched, True, False)
+    wd.drain(1.0)

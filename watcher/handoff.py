@@ -124,11 +124,13 @@ def _person_lines(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
 
 
 def act_handoff_text(f: Finding, *, mode: str, plan: str | None, done: list[str],
-                     log_hint: bool = True) -> str:
+                     log_hint: bool = True, nearby: list[str] | None = None) -> str:
     """The hand-off of a live finding under ``watch --act`` (``mode`` ``act`` or
     ``dry-run``): what the watchdog's policy will do about it (``plan``, the watchdog's
     words; ``None``: nothing), what it has done so far (``done``: one line per action
-    record, saying what the server answered), and the person's own ways.
+    record, saying what the server answered), what it did about the same sample, task
+    or run for other findings (``nearby``: a finding its own cancel caused must not read
+    as if nothing was done), and the person's own ways.
 
     It claims only what the records say: a cancel the server accepted is "requested",
     not done, until the listing shows the sample ended by it.
@@ -142,11 +144,17 @@ def act_handoff_text(f: Finding, *, mode: str, plan: str | None, done: list[str]
         lines = [f"{ACT_MARKER} ({flag}): its policy says: {plan}",
                  "  Each step is written as an action record (kind \"action\") after this "
                  "finding." + (" Dry run: nothing is changed." if mode == "dry-run" else "")]
+    elif nearby:
+        lines = [f"{ACT_MARKER} ({flag}): no action in its policy for this finding."]
     else:
         lines = [f"{ACT_MARKER} ({flag}): no action in its policy for this finding; it has "
-                 "not cancelled, stopped or changed anything."]
+                 "not acted on this sample, its task or its run."]
+    if nearby and not done:
+        lines.append("  About this sample, its task or its run, for other findings, it has:")
+        lines += [f"  - {line}" for line in nearby]
     lines += _person_lines(f, s.pid, detect_sample_cancel(),
-                           lead="The person running the eval can also:" if plan or done
+                           lead="The person running the eval can also:"
+                           if plan or done or nearby
                            else "If this sample should stop, the person running the eval "
                                 "can:")
     if s.log_location and log_hint:

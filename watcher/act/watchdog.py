@@ -45,7 +45,7 @@ from typing import Any
 from watcher.act import MAX_ACTIONS, MAX_PER_TASK
 from watcher.act.policy import ActSpec, InterruptSpec, Policy
 from watcher.discovery import ControlServer, pid_alive
-from watcher.findings import Action, Finding, Notice, confidence_rank
+from watcher.findings import Action, Finding, Notice, SampleRef, confidence_rank
 from watcher.handoff import MARKERS, act_handoff_text, finding_handoff
 from watcher.reporters.formatting import fmt_clock
 from watcher.run.runner import Origin
@@ -70,6 +70,7 @@ CONFIRM_SECONDS = 300.0  # how long a requested cancel is watched for the sample
 STATE_WAIT = 10.0  # how long a request waits for the state to remember it
 READ_FAILURES = 5  # reads of a sample in a row that may fail before the action is given up
 ANSWER_MAX = 2000  # characters of the server's words kept in an answer's strings
+NEARBY_LINES = 5  # a hand-off names at most this many actions taken for other findings
 
 
 @dataclass
@@ -119,6 +120,8 @@ class Watchdog:
         self._acted: set[str] = set()  # episodes acted on in this watch (dry runs too)
         self._settled: set[str] = set()  # episodes whose action this watch has finished
         self._done: dict[str, list[str]] = {}  # finding id -> what was done, in words
+        # target (sample, task or run; see _targets) -> the same, for its other findings
+        self._around: dict[str, list[str]] = {}
         self._actions = 0
         self._per_task: dict[str, int] = {}
         self._clients: dict[int, HttpSource] = {}
@@ -256,6 +259,9 @@ class Watchdog:
             return finding_handoff(f, live=live, log_hint=log_hint)
         with self._lock:
             done = list(self._done.get(f.id, ()))
+            nearby = [line for line in dict.fromkeys(
+                line for key in _targets(f.sample, "run")
+                for line in self._around.get(key, ())) if line not in done]
         plan = None
         spec = self.policy.lookup(f)
         if spec is not None and confidence_rank(f.confidence) >= confidence_rank(
@@ -271,7 +277,7 @@ class Watchdog:
                         + (" (a dry run: it only asks the server what would change)"
                            if self.dry_run else ""))
         generated = act_handoff_text(f, mode=self.mode, plan=plan, done=done,
-                                     log_hint=log_hint)
+                                     log_hint=log_hint, nearby=nearby[-NEARBY_LINES:])
         return f"{f.handoff.rstrip()}\n{generated}" if f.handoff.strip() else generated
 
     # -- the whole run -----------------------------------------------------------------
@@ -805,10 +811,12 @@ class Watchdog:
             outcome=outcome, reason=reason, mode=self.mode, scope=scope, finding_id=f.id,
             rule=f.rule, confidence=f.confidence, dry_run_answer=_answer(dry),
             server_answer=_answer(real))
+        line = (f"{fmt_clock(record.at)} {verb.replace('_', ' ')}: "
+                f"{outcome.replace('_', '-')}: {message}")
         with self._lock:
-            self._done.setdefault(f.id, []).append(
-                f"{fmt_clock(record.at)} {verb.replace('_', ' ')}: {outcome.replace('_', '-')}"
-                f": {message}")
+            self._done.setdefault(f.id, []).append(line)
+            for key in _targets(f.sample, scope):
+                self._around.setdefault(key, []).append(line)
         return record
 
     def _emit(self, f: Finding, spec: ActSpec | None, outcome: str, message: str,
@@ -816,6 +824,17 @@ class Watchdog:
         record = self._record(f, spec, outcome, message, **kw)
         with self._lock:
             self._records.append(record)
+
+
+def _targets(s: SampleRef, scope: str) -> list[str]:
+    """What an action of ``scope`` about sample ``s`` touched (its sample; for a task
+    or run scope, that too); for a finding, ``scope="run"`` gives every key it shares."""
+    keys = [f"sample:{s.eval_id}:{s.sample_id}:{s.epoch}"]
+    if scope in ("task", "run"):
+        keys.append(f"task:{s.task_id or s.eval_id}")
+    if scope == "run" and s.pid is not None:
+        keys.append(f"run:{s.pid}")
+    return keys
 
 
 def _said(text: str) -> str:
