@@ -11,6 +11,11 @@ chunked body that never ends, until the client hangs up), ``trickle:<s>`` (a bod
 sent one byte every ``s`` seconds). :meth:`always` makes a fault fire on every
 matching request. :meth:`refuse` closes the listener and leaves a dead socket file
 behind (connect → ECONNREFUSED).
+
+Mutations (``POST``/``PATCH``) are recorded and answered from :attr:`mutations` (a
+path → ``(status, body)``, or a function of the query giving one); any other is
+FastAPI's stock ``{"detail": "Not Found"}`` 404, what a server that predates a route
+answers (an older Inspect).
 """
 
 from __future__ import annotations
@@ -72,10 +77,11 @@ class FakeSample:
     nonce: str = "a1"
     retries: int = 0
     updated: float = field(default_factory=time.time)
+    extra: dict[str, Any] = field(default_factory=dict)  # more fields of its row
 
     def row(self) -> dict[str, Any]:
         return {"sample_id": self.sample_id, "epoch": self.epoch, "status": self.status,
-                "retries": self.retries, "total_time": 1.0}
+                "retries": self.retries, "total_time": 1.0, **self.extra}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -140,6 +146,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, body = fake.route(url.path, params)
+        self._send(status, json.dumps(body).encode())
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        self._mutation()
+
+    def do_PATCH(self) -> None:  # noqa: N802 - stdlib name
+        self._mutation()
+
+    def _mutation(self) -> None:
+        fake = self.server.fake
+        url = urlparse(self.path)
+        params = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        fake.record(f"{self.command} {url.path}", params)
+        answer = fake.mutations.get(url.path, (404, {"detail": "Not Found"}))
+        status, body = answer(params) if callable(answer) else answer
         self._send(status, json.dumps(body).encode())
 
     def _endless(self) -> None:
@@ -211,6 +235,9 @@ class FakeControlServer:
         self.samples: dict[tuple[str, int], FakeSample] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.tasks_override: Any = None  # serve this as /tasks instead (garbage tests)
+        # what a POST/PATCH of a path answers (or a function of its query that says);
+        # any other path: the stock 404 of a missing route
+        self.mutations: dict[str, Any] = {}
         self._faults: list[tuple[str, str, int]] = []  # (path substring, action, skip)
         # (path substring, action, query params to match): on every matching request
         self._always: list[tuple[str, str, dict[str, str]]] = []
@@ -289,6 +316,12 @@ class FakeControlServer:
             return 200, {"as_of": time.time(),
                          "samples": [s.row() for s in self.samples.values()],
                          "truncated": False}
+        if rest == "sample":  # one sample's summary row (``inspect ctl sample show``)
+            key = (params.get("sample_id", ""), int(params.get("epoch", "1")))
+            found = self.samples.get(key)
+            if found is None:
+                return 404, {"error": "sample not found"}
+            return 200, {**found.row(), "error_retries": []}
         if rest == "sample/events":
             key = (params.get("sample_id", ""), int(params.get("epoch", "1")))
             sample = self.samples.get(key)

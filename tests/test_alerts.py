@@ -312,3 +312,22 @@ def test_notify_refuses_an_unknown_url_without_echoing_it(tmp_path: Path) -> Non
     assert res.exit_code == 2
     assert "Apprise does not understand the URL nosuchservice://…" in res.output
     assert "secret-token" not in res.output
+
+
+def test_a_watch_that_may_act_does_not_say_it_only_observes() -> None:
+    """Under ``watch --act`` (``context.acting``) the footer says the watch acts as its
+    policy says; without it, the observer's footer."""
+    from types import SimpleNamespace
+
+    from watcher.notify import FOOTER_ACTING
+
+    f = _fake(example_snapshots()[0], confidence="high")
+    for acting, footer in (("", FOOTER), ("act", FOOTER_ACTING), ("dry-run", FOOTER_ACTING)):
+        sent: list[str] = []
+        n = Notifier((), min_confidence="high",
+                     send=lambda t, b, k, sent=sent: sent.append(b) is None)
+        n.start(SimpleNamespace(acting=acting))
+        n.finding(f)
+        n.drain(5)
+        assert len(sent) == 1 and sent[0].endswith(footer), acting
+        assert ("only observes" in sent[0]) == (acting == "")

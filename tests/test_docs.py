@@ -102,8 +102,9 @@ def test_snapshot_example_is_one_episode_of_a_real_rule(pack: dict[str, str]) ->
 
 
 def test_rule_ids_and_categories_named_in_the_table_exist(pack: dict[str, str]) -> None:
+    finding_lines = DOC[:DOC.index("## Notice lines")]
     rows = {m[0]: m[1] for m in re.findall(r"^\| `(rule|category)` \| string \| (.*) \|$",
-                                            DOC, re.M)}
+                                            finding_lines, re.M)}
     named_rules = re.findall(r"`([\w.-]+)`", rows["rule"].split("(")[0])
     assert named_rules and set(named_rules) <= set(pack)
     named = set(re.findall(r"`([\w.-]+)`", rows["category"])) - {"category"}
@@ -127,6 +128,20 @@ def test_every_notice_kind_the_code_emits_is_documented() -> None:
     assert documented_notice_kinds() == kinds
 
 
+def test_the_action_table_lists_the_fields_of_an_action_record() -> None:
+    from watcher.findings import Action
+
+    real = Action(verb="cancel_sample", sample=SampleRef("t", "ti", "e", "m", "1", 1)).to_dict()
+    assert table_fields("## Action lines") == list(real)
+    assert real["kind"] == "action" and real["schema"] == 1
+    reasons = set(re.findall(r"`(\w+)`", DOC[DOC.index("| `reason` |"):].split("\n", 1)[0]))
+    code = (REPO / "watcher" / "act" / "watchdog.py").read_text()
+    used = set(re.findall(r'reason="(\w+)"', code)) | set(re.findall(
+        r'return \("(\w+)",', code)) | set(re.findall(r'"(\w+)" if isinstance\(e, \w+\)', code))
+    assert {"route_missing", "limit_run", "no_answer", "already_acted"} <= used
+    assert used <= reasons - {"reason"}
+
+
 def test_commands_in_the_doc_parse() -> None:
     commands = re.findall(r"`(inspect-watch [^`]+)`", DOC)
     assert commands
@@ -143,3 +158,38 @@ def test_commands_in_the_doc_parse() -> None:
             cmd.make_context(cmd.name or "", args)
         except click.UsageError as e:
             pytest.fail(f"docs/findings.md: `{command}`: {e}")
+
+
+WATCHDOG_DOC = (REPO / "docs" / "watchdog.md").read_text()
+
+
+def test_watchdog_doc_commands_policies_and_defaults_are_real() -> None:
+    """docs/watchdog.md: its commands parse, its act block and policy file are valid
+    against the built-in rules, and the defaults it names are the code's."""
+    from watcher.act import MAX_ACTIONS, MAX_PER_TASK
+    from watcher.act.policy import Policy, check_references, parse_act, parse_policy
+    from watcher.app import rule_infos
+    from watcher.engine import Engine
+    from watcher.engine.errors import RuleError
+    from watcher.engine.yamlsrc import load_docs
+
+    commands = re.findall(r"^(inspect-watch watch [^#\n]*)", WATCHDOG_DOC, re.M)
+    assert len(commands) >= 5
+    for command in commands:
+        args = shlex.split(command)[2:]
+        try:
+            main.get_command(click.Context(main), "watch").make_context(  # type: ignore[union-attr]
+                "watch", args)
+        except click.UsageError as e:
+            pytest.fail(f"docs/watchdog.md: `{command}`: {e}")
+    block, policy = re.findall(r"```yaml\n(.*?)```", WATCHDOG_DOC, re.S)
+    errors: list[RuleError] = []
+    [doc] = load_docs(block, "act.yaml", errors)
+    assert not errors and not isinstance(parse_act(doc.data, doc, ()), list)
+    layer, interrupt, keep = parse_policy(policy, "policy.yaml")
+    assert keep and interrupt is not None and layer.rules and layer.categories
+    # its rule ids, categories and facts exist in the built-in pack
+    check_references(Policy([layer], interrupt),
+                     rule_infos(Engine(load_rules(paths=[], builtin=True).rules)))
+    assert f"(default {MAX_ACTIONS})" in WATCHDOG_DOC and f"task (default {MAX_PER_TASK})" in (
+        WATCHDOG_DOC)

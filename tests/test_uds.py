@@ -58,3 +58,27 @@ def test_no_server_is_an_os_error(tmp_path: Path) -> None:
     client = UdsClient(str(tmp_path / "nothing.sock"), timeout=0.5)
     with pytest.raises(FileNotFoundError):
         client.get("/tasks")
+
+
+def test_mutations_go_out_with_their_method_and_no_body(fake: FakeControlServer) -> None:
+    fake.mutations["/tasks/t1/drain"] = (200, {"ok": True, "changed": True})
+    client = UdsClient(str(fake.socket_path), timeout=2.0)
+    status, body = client.request("POST", "/tasks/t1/drain", {"dry_run": "true"})
+    assert status == 200 and json.loads(body) == {"ok": True, "changed": True}
+    status, _ = client.request("PATCH", "/config", {"dry_run": "true"})
+    assert status == 404  # the fake has no such route
+    assert ("POST /tasks/t1/drain", {"dry_run": "true"}) in fake.requests
+    assert ("PATCH /config", {"dry_run": "true"}) in fake.requests
+    assert client.get("/tasks")[0] == 200  # the same kept-alive connection serves a GET next
+    assert len(client._open) == 1
+    with pytest.raises(ValueError):
+        client.request("DELETE", "/tasks")
+
+
+def test_a_mutation_is_bounded_like_a_read(fake: FakeControlServer) -> None:
+    from watcher.sources.uds import ResponseLimit
+
+    fake.mutations["/evals/evalA/sample/cancel"] = (200, {"ok": True, "pad": "x" * 5000})
+    client = UdsClient(str(fake.socket_path), timeout=2.0, max_bytes=1000)
+    with pytest.raises(ResponseLimit):
+        client.request("POST", "/evals/evalA/sample/cancel", {"sample_id": "s", "epoch": "1"})

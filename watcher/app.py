@@ -9,7 +9,8 @@ wrong. :func:`start` runs the same on a thread and returns a :class:`WatchHandle
 a front end can watch in-process: its own :class:`~watcher.run.router.Sink` values get
 what the reporters get (findings, notices, status snapshots; ``sample_detail`` adds
 a row per sample), and ``deciders`` (:class:`~watcher.run.router.Decider`) see each
-finding that is news, with where it was read, before it is written.
+finding that is news, with where it was read, before it is written. ``act`` adds the
+watchdog (:mod:`watcher.act`), a decider of its own.
 
 Invalid options raise :class:`OptionsError` before anything starts (the CLI shows it as
 a usage error); every other problem is said on stderr and ends in an exit code, as
@@ -30,6 +31,8 @@ from typing import Any
 import click
 
 from watcher import __version__
+from watcher.act import MAX_ACTIONS as ACT_MAX
+from watcher.act import MAX_PER_TASK as ACT_MAX_TASK
 from watcher.alertqueue import DRAIN_SECONDS, QUEUE_SIZE
 from watcher.engine import Engine, RuleLoadErrors, load_rules, load_suppressions
 from watcher.exit_codes import ExitCode
@@ -96,6 +99,12 @@ class WatchOptions:
     notify_rate: int = NOTIFY_RATE  # notifications a minute
     alert_queue: int = QUEUE_SIZE
     alert_drain: float = DRAIN_SECONDS
+    # the watchdog (off by default: without it the watch only observes)
+    act: bool = False  # act on findings through the eval's control channel
+    dry_run: bool = False  # with act: every step but the last, and say what it would do
+    act_policy: str | None = None  # a policy file over the built-in defaults
+    act_max: int = ACT_MAX  # actions a watch may take
+    act_max_task: int = ACT_MAX_TASK  # actions a watch may take on one task
 
 
 class OptionsError(ValueError):
@@ -114,7 +123,8 @@ def check(options: WatchOptions) -> WatchOptions:
     """``options`` with ``jobs`` decided, or :class:`OptionsError` for the first problem:
     an unknown format, a poll or job count out of range, a parallel scan of no logs, a
     shard out of range or without logs, a log directory that does not exist, a limit
-    override that is no positive number, an output that cannot be written."""
+    override that is no positive number, an output that cannot be written, a watchdog
+    option without ``--act`` or where it cannot act."""
     if options.format is not None:
         try:
             get_reporter(options.format, "watch")
@@ -140,6 +150,7 @@ def check(options: WatchOptions) -> WatchOptions:
         if not options.log_dir:
             raise OptionsError("a shard is a share of the logs: use it with --log-dir",
                                "--shard")
+    check_act(options)
     local = local_path(options.log_dir)
     if local is not None and not local.exists():
         raise OptionsError(f"{options.log_dir} does not exist", "--log-dir")
@@ -148,6 +159,27 @@ def check(options: WatchOptions) -> WatchOptions:
                          (options.summary_html, "--html")):
         check_output(path, option)
     return replace(options, jobs=jobs)
+
+
+def check_act(options: WatchOptions) -> None:
+    """The watchdog's options: only with ``--act``, and only where it can act (a live
+    eval's control socket: never logs, recordings, or ``inspect ctl``)."""
+    o = options
+    if not o.act:
+        for given, option in ((o.dry_run, "--dry-run"), (o.act_policy, "--act-policy")):
+            if given:
+                raise OptionsError("is for --act (`--act --dry-run` says what the watchdog "
+                                   "would do, and changes nothing)", option)
+        return
+    if o.log_dir or o.replay:
+        raise OptionsError("a watch over logs never acts: the runs they hold are over "
+                           "(--act works on live evals only)", "--act")
+    if o.transport == "cli":
+        raise OptionsError("the watchdog acts through the eval's control socket; it does "
+                           "not work with --transport cli", "--act")
+    for value, option in ((o.act_max, "--act-max"), (o.act_max_task, "--act-max-task")):
+        if value < 1:
+            raise OptionsError("must be 1 or more", option)
 
 
 def local_path(path: str | None) -> Path | None:
@@ -224,6 +256,32 @@ def load_engine(options: WatchOptions) -> Engine:
     # of the collector's way, a scan that decodes thousands of transcripts runs 4 % faster
     gc.freeze()
     return engine
+
+
+def load_act_policy(options: WatchOptions, engine: Engine) -> Any:
+    """The watchdog's policy for ``--act``: ``--act-policy`` over the built-in defaults,
+    checked against the loaded rules. Raises :class:`~watcher.act.policy.PolicyErrors`."""
+    from watcher.act.policy import check_references, load_policy, rule_acts
+
+    policy = load_policy(options.act_policy, rule_acts=rule_acts(engine.rules))
+    check_references(policy, rule_infos(engine))
+    return policy
+
+
+def rule_infos(engine: Engine) -> dict[str, Any]:
+    """Each loaded rule's category and, where the engine says, its detector's facts (what
+    an action policy's conditions may name)."""
+    from watcher.act.policy import RuleInfo
+
+    try:  # the engine's table of facts per detector kind (not checked without it)
+        from watcher.engine.detectors import FACTS_OF
+    except ImportError:
+        FACTS_OF = {}  # noqa: N806
+    out: dict[str, Any] = {}
+    for rule in engine.rules:
+        facts = FACTS_OF.get(getattr(rule, "detect_kind", ""))
+        out[rule.id] = RuleInfo(rule.category, frozenset(facts) if facts is not None else None)
+    return out
 
 
 def say_rule_errors(e: RuleLoadErrors) -> None:
@@ -357,12 +415,31 @@ class _Session:
             except RuleLoadErrors as e:
                 say_rule_errors(e)
                 return ExitCode.BAD_INPUT
+        policy = None
+        if o.act:
+            from watcher.act.policy import PolicyErrors
+
+            try:
+                policy = load_act_policy(o, engine)
+            except PolicyErrors as e:
+                say(e.render(), prefix=False)
+                say("refusing to start with an invalid action policy")
+                return ExitCode.BAD_INPUT
         try:
             # checked now (a state that cannot be saved would be lost at the end)
             state = WatchState.open(Path(o.state_path)) if o.state_path else WatchState()
         except StateError as e:
             say(str(e))
             return ExitCode.BAD_INPUT
+        deciders = list(self.deciders)
+        watchdog = None
+        if policy is not None:
+            from watcher.act.watchdog import Watchdog
+
+            watchdog = Watchdog(policy, dry_run=o.dry_run, poll=o.poll,
+                                max_actions=o.act_max, max_per_task=o.act_max_task,
+                                state=state)
+            deciders.append(watchdog)
         try:
             alerts = _alerts(o)  # before any output is opened: nothing is left behind
             if alerts is None:
@@ -372,12 +449,13 @@ class _Session:
             except OSError as e:
                 say(f"cannot write {o.output}: {e.strerror or e}")
                 return ExitCode.BAD_INPUT
-            return self._watch(engine, state, reporters, alerts)
+            return self._watch(engine, state, reporters, alerts, deciders, watchdog)
         finally:
             state.close()
 
     def _watch(self, engine: Engine, state: WatchState, reporters: list[Reporter],
-               alerts: list[AlertSink]) -> ExitCode:
+               alerts: list[AlertSink], deciders: list[Decider],
+               watchdog: Any = None) -> ExitCode:
         o = self.options
         config = WatchConfig(transport=o.transport, log_dir=o.log_dir, replay=list(o.replay),
                              follow=o.follow, once=o.once, poll=o.poll, selector=o.selector,
@@ -389,14 +467,24 @@ class _Session:
         sinks: list[Sink] = [*reporters, *self.extra, self.latest]
         with self._lock:
             watch = self.watch = Watch(engine, config, state, sinks, alerts=alerts,
-                                       deciders=self.deciders)
+                                       deciders=deciders,
+                                       handoff=watchdog.handoff if watchdog else None)
             if self._stop:
                 watch.request_stop()
+        if watchdog is not None:
+            router = watch.router
+
+            def save() -> bool:  # what it acts on is saved before the request goes out
+                router.save()
+                return router.state_error is None
+
+            watchdog.save = save
         context = ReportContext(
             started_at=watch.started_at,
             sources=(o.log_dir,) if o.log_dir else tuple(o.replay) or ("live",),
             log_dirs=(o.log_dir,) if o.log_dir else (),
-            rules=tuple(r.id for r in engine.rules), version=__version__)
+            rules=tuple(r.id for r in engine.rules), version=__version__,
+            acting=("dry-run" if o.dry_run else "act") if o.act else "")
         try:
             for sink in [*sinks, *alerts]:
                 sink.start(context)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from watcher import __version__
+from watcher.act import MAX_ACTIONS, MAX_PER_TASK
 from watcher.engine import COMPILED
 from watcher.exit_codes import ExitCode
 from watcher.rules_cli import rules as rules_group
@@ -127,14 +128,37 @@ def main() -> None:
 
     Finds submit loops, repeated tool calls, shortcut patterns, stalls and error
     storms, each with an honest confidence level and what you can do about it.
-    The watcher only observes: it never cancels or changes an eval.
+    By default the watcher only observes: it never cancels or changes an eval
+    (`watch --act` turns on its watchdog).
     """
 
 
 main.add_command(rules_group, name="rules")
 
 
-@main.command()
+class WatchCommand(click.Command):
+    """``watch``: ``--act=dry-run`` is ``--act --dry-run``. ``--act`` is a flag (takes
+    no value otherwise), so ``watch --act TASK`` names a task, as without it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        out: list[str] = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                out += args[i:]
+                break
+            if arg.startswith("--act="):
+                value = arg.split("=", 1)[1]
+                if value != "dry-run":
+                    raise click.BadParameter(f"{value!r}: the only value --act takes is "
+                                             "=dry-run (the same as --act --dry-run)",
+                                             param_hint="--act")
+                out += ["--act", "--dry-run"]
+                continue
+            out.append(arg)
+        return super().parse_args(ctx, out)
+
+
+@main.command(cls=WatchCommand)
 @click.argument("task", required=False)
 @click.argument("sample_id", required=False)
 @click.argument("epoch", required=False, type=int)
@@ -194,6 +218,20 @@ main.add_command(rules_group, name="rules")
               help="With --log-dir: read only the logs whose name hashes to share K of N "
               "(K from 0), so N watchers (a Kubernetes Indexed Job, a CI matrix, a Slurm "
               "array) scan a log store in parallel; `report` merges their JSONL.")
+@click.option("--act", is_flag=True, help="Turn on the watchdog: act on live findings "
+              "through the eval's control channel as the action policy says (built in: "
+              "cancel a sample in a high submit loop or repeated tool call, with score). "
+              "Off by default; every action it tries is an `action` record in the outputs. "
+              "Never on logs. --act=dry-run is --act --dry-run.")
+@click.option("--dry-run", is_flag=True, help="With --act: every step but the last (the "
+              "server's own dry run answers what would change); changes nothing.")
+@click.option("--act-policy", type=click.Path(dir_okay=False), metavar="FILE",
+              help="With --act: an action policy over the built-in one (add, override or "
+              "turn off actions per rule or category; docs/watchdog.md).")
+@click.option("--act-max", type=click.IntRange(min=1), default=MAX_ACTIONS, show_default=True,
+              metavar="N", help="With --act: at most N actions in this watch.")
+@click.option("--act-max-task", type=click.IntRange(min=1), default=MAX_PER_TASK,
+              show_default=True, metavar="N", help="With --act: at most N actions on one task.")
 def watch(task: str | None, sample_id: str | None, epoch: int | None,
           **options: Any) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""

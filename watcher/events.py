@@ -9,8 +9,9 @@ common
     ``type`` (``model``, ``tool``, ``error`` …), ``uuid``, ``span_id``,
     ``timestamp`` (unix seconds, float), ``pending`` (bool).
 model
-    ``model``, ``tokens``, ``stop_reason``, ``has_error``, and at the content
-    tier ``completion`` and ``error``, and (where the source has the model's
+    ``model``, ``tokens``, ``stop_reason``, ``has_error``, ``cost`` (dollars, from a
+    raw event whose usage Inspect priced; the control channel serves none), and at the
+    content tier ``completion`` and ``error``, and (where the source has the model's
     input) ``prompt_role`` and ``prompt``: the role and text of the input's last
     message, what the model was answering (a tool result, the harness's continue
     message, a user's reply); at the ``full`` tier also ``tool_calls``
@@ -189,6 +190,9 @@ def _project_raw(out: Event, etype: str, raw: dict[str, Any], tier: Tier) -> Non
         usage = output.get("usage") or {}
         out["model"] = raw.get("model")
         out["tokens"] = usage.get("total_tokens") if usage else None
+        cost = usage.get("total_cost") if usage else None
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            out["cost"] = cost  # where Inspect knows the model's price (raw events only)
         choices = output.get("choices") or []
         first = (choices[0] or {}) if choices else {}
         message = first.get("message", {}) or {}

@@ -22,6 +22,13 @@ Severity = Literal["info", "warning", "critical"]
 Status = Literal["open", "escalated", "ended"]
 
 CONFIDENCE_LEVELS: tuple[Confidence, ...] = ("low", "medium", "high")
+
+# facts the watch attaches to every finding, outside the rules (watcher/run/spend.py):
+# what the sample spent after the finding was first seen, and after it became high
+SPEND_FACTS = ("tokens_since_first_seen", "tokens_since_high", "cost_since_first_seen")
+# categories of findings that spend a budget doing the same thing again (loops): the
+# summary says what a run spent after its first high one
+LOOP_CATEGORIES = frozenset({"submit_loop", "repeated_tool_call", "narration_loop"})
 SEVERITY_LEVELS: tuple[Severity, ...] = ("info", "warning", "critical")
 
 
@@ -199,3 +206,75 @@ class Notice:
         if self.sample is not None:
             out["sample"] = self.sample.as_dict()
         return out
+
+
+ACTION = "action"  # the ``kind`` of an action record (a Notice subclass, see below)
+# what became of one action of the watchdog (``inspect-watch watch --act``)
+ACTION_OUTCOMES = ("requested", "dry_run", "skipped", "unsupported", "failed", "confirmed",
+                   "unconfirmed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Action(Notice):
+    """An audit record of the watchdog: one action attempted, skipped or failed.
+
+    It travels as a :class:`Notice` (what a :class:`~watcher.run.router.Decider` returns
+    reaches every sink as one), and is written as its own JSONL line (``kind:
+    "action"``, docs/findings.md "Action lines"). ``message`` says what the server
+    answered and nothing more: "cancel requested; the server accepted it" is not "the
+    sample was cancelled" until the listing shows it (outcome ``confirmed``).
+    ``dry_run_answer`` and ``server_answer`` hold the server's answers as it gave them
+    (``{"status", "body"}``): untrusted data.
+    """
+
+    kind: str = ACTION
+    message: str = ""
+    verb: str = ""  # cancel_sample | cancel_tool_call | drain_task | pause_task | interrupt_run
+    args: dict[str, Any] = field(default_factory=dict)
+    outcome: str = "skipped"  # one of ACTION_OUTCOMES
+    reason: str | None = None  # why it was skipped or failed (a stable code)
+    mode: str = "act"  # act | dry-run
+    scope: str = "sample"  # tool_call | sample | task | run
+    finding_id: str = ""
+    rule: str = ""
+    confidence: str = ""
+    dry_run_answer: dict[str, Any] | None = None
+    server_answer: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSONL record (schema 1, ``kind: "action"``)."""
+        s = self.sample
+        target: dict[str, Any] = (
+            {k: getattr(s, k) for k in ("task", "task_id", "eval_id", "model", "sample_id",
+                                        "epoch", "attempt", "pid", "log_location")}
+            if s is not None else {})
+        return {"schema": SCHEMA, "kind": ACTION, "verb": self.verb, "args": dict(self.args),
+                "outcome": self.outcome, "reason": self.reason, "mode": self.mode,
+                "scope": self.scope, "message": self.message, "finding_id": self.finding_id,
+                "rule": self.rule, "confidence": self.confidence, **target,
+                "dry_run_answer": self.dry_run_answer, "server_answer": self.server_answer,
+                "at": self.at, "details": dict(self.details)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Action:
+        """Inverse of :meth:`to_dict` (for ``report`` over JSONL files)."""
+        sample = None
+        if d.get("eval_id") is not None or d.get("task") is not None:
+            sample = SampleRef(
+                task=str(d.get("task") or ""), task_id=str(d.get("task_id") or ""),
+                eval_id=str(d.get("eval_id") or ""), model=str(d.get("model") or ""),
+                sample_id=str(d.get("sample_id") or ""), epoch=int(d.get("epoch") or 1),
+                attempt=int(d.get("attempt") or 1), log_location=d.get("log_location"),
+                pid=d.get("pid") if isinstance(d.get("pid"), int) else None)
+        return cls(message=str(d.get("message") or ""), sample=sample,
+                   at=float(d.get("at") or 0.0), details=dict(d.get("details") or {}),
+                   verb=str(d.get("verb") or ""), args=dict(d.get("args") or {}),
+                   outcome=str(d.get("outcome") or "skipped"),
+                   reason=None if d.get("reason") is None else str(d["reason"]),
+                   mode=str(d.get("mode") or "act"), scope=str(d.get("scope") or "sample"),
+                   finding_id=str(d.get("finding_id") or ""), rule=str(d.get("rule") or ""),
+                   confidence=str(d.get("confidence") or ""),
+                   dry_run_answer=d.get("dry_run_answer") if isinstance(
+                       d.get("dry_run_answer"), dict) else None,
+                   server_answer=d.get("server_answer") if isinstance(
+                       d.get("server_answer"), dict) else None)

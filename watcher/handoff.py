@@ -1,12 +1,16 @@
 """What a human can do about a finding: the watcher observes, people act.
 
-The hand-off text is printed with every finding. It must be truthful: the
-watcher never cancels, signals or changes anything, so the text says so and
+The hand-off text is printed with every finding. It must be truthful: by default
+the watcher never cancels, signals or changes anything, so the text says so and
 names the actions available to the person running the eval — cancel the sample
 from Inspect's TUI, ``inspect ctl sample cancel`` (only when the installed
 Inspect has it), or a graceful ``kill -INT`` of the whole run after the user
 agrees. Task names and sample ids come from datasets and agents, so every
 value pasted into a command is shell-quoted and placed after ``--``.
+
+With ``watch --act`` the watchdog (:mod:`watcher.act`) may act itself; its hand-off
+(:func:`act_handoff_text`) says what its policy will do about the finding and what
+it has done so far, in the server's terms, and still names the person's own ways.
 
 :func:`finding_handoff` is what the watch puts in every finding it reports (JSONL
 included, so an agent reading findings gets the commands too); the reporters render
@@ -24,6 +28,8 @@ from watcher.findings import Finding
 
 _CANCEL_MARKERS = ('@sample_group.command("cancel")', "--dry-run")
 HANDOFF_MARKER = "inspect-watch only observes"
+ACT_MARKER = "inspect-watch watchdog"  # the hand-off of ``watch --act`` (act_handoff_text)
+MARKERS = (HANDOFF_MARKER, ACT_MARKER)
 
 
 @lru_cache(maxsize=1)
@@ -89,17 +95,31 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
         return "\n".join(lines)
     lines = [f"{HANDOFF_MARKER}: it has not cancelled, stopped or changed anything."]
     if remote:
-        lines += [
+        lines.append(
             "It reads this eval from the sample buffer the eval shares beside its log "
             "(--log-shared), which has no control channel: nothing can be done to the "
-            "sample through this watch.",
-            "If this sample should stop, the person running the eval can, on the machine "
-            "running the eval:",
-        ]
+            "sample through this watch.")
+        lines += _person_lines(f, pid, inspect_has_sample_cancel, remote=True,
+                               lead="If this sample should stop, the person running the "
+                                    "eval can, on the machine running the eval:")
     else:
-        lines.append("If this sample should stop, the person running the eval can:")
-    lines.append("  - cancel it in the eval's terminal UI (Running Samples tab: Cancel (Score) "
-                 "or Cancel (Error));")
+        lines += _person_lines(f, pid, inspect_has_sample_cancel)
+    if s.log_location and log_hint:
+        where = shlex.quote(s.log_location)
+        lines.append(f"Log: {where} (open with: {view_command(s.log_location)})")
+    return "\n".join(lines)
+
+
+def _person_lines(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
+                  lead: str = "If this sample should stop, the person running the eval "
+                              "can:", remote: bool = False) -> list[str]:
+    """The ways the person running the eval has to stop the sample or the run
+    (``remote``: they are there, where the eval's control channel is)."""
+    lines = [
+        lead,
+        "  - cancel it in the eval's terminal UI (Running Samples tab: Cancel (Score) "
+        "or Cancel (Error));",
+    ]
     if inspect_has_sample_cancel:
         lines += [
             "  - check the target first: " + sample_cancel_command(f, dry_run=True),
@@ -112,6 +132,43 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
             f"  - stop the whole run, only if the user agrees: kill -INT {int(pid)}"
             " (the same graceful shutdown as Ctrl+C; never plain kill, SIGTERM or -9)."
         )
+    return lines
+
+
+def act_handoff_text(f: Finding, *, mode: str, plan: str | None, done: list[str],
+                     log_hint: bool = True, nearby: list[str] | None = None) -> str:
+    """The hand-off of a live finding under ``watch --act`` (``mode`` ``act`` or
+    ``dry-run``): what the watchdog's policy will do about it (``plan``, the watchdog's
+    words; ``None``: nothing), what it has done so far (``done``: one line per action
+    record, saying what the server answered), what it did about the same sample, task
+    or run for other findings (``nearby``: a finding its own cancel caused must not read
+    as if nothing was done), and the person's own ways.
+
+    It claims only what the records say: a cancel the server accepted is "requested",
+    not done, until the listing shows the sample ended by it.
+    """
+    s = f.sample
+    flag = "--act --dry-run" if mode == "dry-run" else "--act"
+    if done:
+        lines = [f"{ACT_MARKER} ({flag}): what it did about this finding:"]
+        lines += [f"  - {line}" for line in done]
+    elif plan is not None:
+        lines = [f"{ACT_MARKER} ({flag}): its policy says: {plan}",
+                 "  Each step is written as an action record (kind \"action\") after this "
+                 "finding." + (" Dry run: nothing is changed." if mode == "dry-run" else "")]
+    elif nearby:
+        lines = [f"{ACT_MARKER} ({flag}): no action in its policy for this finding."]
+    else:
+        lines = [f"{ACT_MARKER} ({flag}): no action in its policy for this finding; it has "
+                 "not acted on this sample, its task or its run."]
+    if nearby and not done:
+        lines.append("  About this sample, its task or its run, for other findings, it has:")
+        lines += [f"  - {line}" for line in nearby]
+    lines += _person_lines(f, s.pid, detect_sample_cancel(),
+                           lead="The person running the eval can also:"
+                           if plan or done or nearby
+                           else "If this sample should stop, the person running the eval "
+                                "can:")
     if s.log_location and log_hint:
         where = shlex.quote(s.log_location)
         lines.append(f"Log: {where} (open with: {view_command(s.log_location)})")
@@ -128,7 +185,7 @@ def finding_handoff(f: Finding, live: bool = True, log_hint: bool = True,
     log that will not be there to open: the demo's, without ``--keep-logs``); ``remote``
     says the ways to stop a sample are on the machine that runs it.
     """
-    if HANDOFF_MARKER in f.handoff:
+    if any(marker in f.handoff for marker in MARKERS):
         return f.handoff
     generated = handoff_text(f, f.sample.pid, live and detect_sample_cancel(), live=live,
                              log_hint=log_hint, remote=remote)

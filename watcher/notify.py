@@ -46,6 +46,11 @@ INSTALL_HINT = 'pip install "inspect-watch[notify]"'
 FOOTER = (f"Text marked '{UNTRUSTED_LABEL}' was written by the evaluated agent; task and "
           "sample names come from the eval's dataset. Neither is the watcher's assessment. "
           "inspect-watch only observes: it has not changed anything.")
+# the footer under `watch --act`: the watcher may act, and says so in its records
+FOOTER_ACTING = (f"Text marked '{UNTRUSTED_LABEL}' was written by the evaluated agent; task "
+                 "and sample names come from the eval's dataset. Neither is the watcher's "
+                 "assessment. inspect-watch --act acts on findings as its policy says; what it "
+                 "did is in its action records, not in this message.")
 
 
 class NotifyError(Exception):
@@ -91,7 +96,7 @@ def finding_title(f: Finding) -> str:
                   f"{_one(s.task, 60)} · sample {_one(s.sample_id, 60)}", 250)
 
 
-def finding_body(f: Finding) -> str:
+def finding_body(f: Finding, footer: str = FOOTER) -> str:
     """A short plain-text account of one finding, agent text marked and bounded."""
     s = f.sample
     lines = [
@@ -113,15 +118,16 @@ def finding_body(f: Finding) -> str:
                      f"{_one(view_command(s.log_location), 320)})")
     if s.pid is not None:
         lines.append(f"eval process: pid {int(s.pid)}")
-    body = _limit("\n".join(lines), BODY_MAX - len(FOOTER) - 2)
-    return f"{body}\n\n{FOOTER}"
+    body = _limit("\n".join(lines), BODY_MAX - len(footer) - 2)
+    return f"{body}\n\n{footer}"
 
 
 def digest_title(count: int) -> str:
     return f"inspect-watch: {count} more finding(s) held back by the rate limit"
 
 
-def digest_body(held: Sequence[Finding], per_minute: int, total: int | None = None) -> str:
+def digest_body(held: Sequence[Finding], per_minute: int, total: int | None = None,
+                footer: str = FOOTER) -> str:
     """The held-back findings: the first :data:`DIGEST_LISTED` named, the rest counted."""
     total = len(held) if total is None else total
     lines = [f"At most {per_minute} notification(s) a minute (--notify-rate): these "
@@ -132,8 +138,8 @@ def digest_body(held: Sequence[Finding], per_minute: int, total: int | None = No
                      f"sample {_one(s.sample_id, 60)} · epoch {s.epoch} · id {_one(f.id, 20)}")
     if total > DIGEST_LISTED:
         lines.append(f"- and {total - DIGEST_LISTED} more (see the findings output)")
-    body = _limit("\n".join(lines), BODY_MAX - len(FOOTER) - 2)
-    return f"{body}\n\n{FOOTER}"
+    body = _limit("\n".join(lines), BODY_MAX - len(footer) - 2)
+    return f"{body}\n\n{footer}"
 
 
 _SEVERITY_TYPE = {"critical": "failure", "warning": "warning", "info": "info"}
@@ -156,6 +162,7 @@ class Notifier:
         self.per_minute = per_minute
         self._send = send if send is not None else _apprise_sender(load_apprise(urls))
         self._clock = clock
+        self.footer = FOOTER
         self._episodes: set[str] = set()  # finding ids sent (or queued to be sent)
         self._recent: deque[float] = deque()  # when the last notifications went out
         self._held: list[Finding] = []  # the first DIGEST_LISTED held back ...
@@ -171,7 +178,9 @@ class Notifier:
     # -- the watch's side ------------------------------------------------------
 
     def start(self, context: Any) -> None:
-        return None
+        # a watch that may act must not say it only observes
+        if getattr(context, "acting", ""):
+            self.footer = FOOTER_ACTING
 
     def finding(self, f: Finding) -> None:
         if f.status == "ended" or confidence_rank(f.confidence) < self.min_rank:
@@ -217,7 +226,7 @@ class Notifier:
                     self._held.append(f)
                 return
             self._recent.append(self._clock())
-        ok = self._send(finding_title(f), finding_body(f),
+        ok = self._send(finding_title(f), finding_body(f, self.footer),
                         _SEVERITY_TYPE.get(f.severity, "warning"))
         self._count(ok)
 
@@ -229,7 +238,8 @@ class Notifier:
                 return
             held, total, self._held, self._held_total = self._held, self._held_total, [], 0
             self._recent.append(self._clock())
-        ok = self._send(digest_title(total), digest_body(held, self.per_minute, total),
+        ok = self._send(digest_title(total), digest_body(held, self.per_minute, total,
+                                                           self.footer),
                         "warning")
         self.digests += 1
         self._count(ok)

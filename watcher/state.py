@@ -7,6 +7,9 @@ again; running samples are re-read from their start so rule windows that span
 the restart are rebuilt (their old findings are suppressed, not repeated).
 Live tasks not read to their end are remembered with their logs (``open_evals``):
 if the eval has exited by the next watch, that watch reads the rest from the log.
+The watchdog (``watch --act``) remembers the finding episodes it acted on
+(``acted``), saved *before* it sends the request, so a restarted watch never acts
+on one twice.
 
 The watch saves the state as it goes, before the findings it marks reported are
 written (see :meth:`watcher.run.router.Router.flush`), so a watcher killed outright
@@ -71,6 +74,8 @@ class WatchState:
     task_as_of: dict[str, float] = field(default_factory=dict)
     # eval_id -> {"log", "pid", "task", "task_id"}: live tasks not read to their end
     open_evals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # finding id (or "run:<pid>") -> {"verb", "at", ...}: what the watchdog acted on
+    acted: dict[str, dict[str, Any]] = field(default_factory=dict)
     path: Path | None = None
     _lock_fd: int | None = field(default=None, repr=False, compare=False)
 
@@ -92,6 +97,7 @@ class WatchState:
             "finished": sorted(self.finished),
             "task_as_of": self.task_as_of,
             "open_evals": self.open_evals,
+            "acted": self.acted,
         }
 
     @classmethod
@@ -109,6 +115,7 @@ class WatchState:
             state.finished = set(data.get("finished", []))
             state.task_as_of = {k: float(v) for k, v in data.get("task_as_of", {}).items()}
             state.open_evals = {str(k): dict(v) for k, v in data.get("open_evals", {}).items()}
+            state.acted = {str(k): dict(v) for k, v in data.get("acted", {}).items()}
         except (OSError, ValueError, TypeError, IndexError, AttributeError) as e:
             raise StateError(f"{path}: cannot read state file: {e}") from e
         return state

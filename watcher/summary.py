@@ -8,7 +8,8 @@ JSONL and logs) to whatever renders them (:mod:`watcher.reporters`, a front end 
 * :class:`StatusSnapshot` (of :class:`TaskStatus` rows, and :class:`SampleProgress`
   rows when asked for) — the live picture, about once a second.
 * :class:`RunSummary` (of :class:`TaskSummary` and :class:`SampleSummary`) — what the
-  end-of-run reports show; :func:`fold_findings` keeps the last snapshot per finding.
+  end-of-run reports show; :func:`fold_findings` keeps the last snapshot per finding;
+  :func:`loop_spend` says what each task spent after its loops were found.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from watcher.findings import Finding, Notice, confidence_rank
+from watcher.findings import LOOP_CATEGORIES, SPEND_FACTS, Action, Finding, Notice, confidence_rank
 from watcher.sources.base import TaskInfo
 
 
@@ -34,6 +35,7 @@ class ReportContext:
     log_dirs: tuple[str, ...] = ()
     rules: tuple[str, ...] = ()
     version: str = ""
+    acting: str = ""  # "" (it only observes), "act" or "dry-run" (``watch --act``)
 
 
 @dataclass(frozen=True)
@@ -239,3 +241,57 @@ def sample_summary(t: TaskInfo, sample_id: str, epoch: int, row: dict[str, Any])
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) else None
+
+
+@dataclass(frozen=True)
+class LoopSpend:
+    """What one task spent in samples after their first ``high`` loop finding (a
+    category of :data:`~watcher.findings.LOOP_CATEGORIES`): the budget a watchdog that
+    stopped each loop when it became ``high`` would have saved. ``tokens_total`` is
+    every sample of the task (as the listing or log reports them), if known."""
+
+    task: str
+    model: str
+    eval_id: str
+    samples: int
+    tokens_after: int
+    tokens_total: int | None = None
+
+    @property
+    def share(self) -> float | None:
+        """``tokens_after`` as a share of ``tokens_total``."""
+        if not self.tokens_total:
+            return None
+        return self.tokens_after / self.tokens_total
+
+
+def loop_spend(summary: RunSummary) -> list[LoopSpend]:
+    """Per task, the tokens spent after each sample's first ``high`` loop finding (the
+    finding's ``tokens_since_high``; for a sample with several, the earliest, which
+    spent the most after it), for the tasks that had one."""
+    since_high = SPEND_FACTS[1]
+    per_sample: dict[tuple[str, str, str, int, int], int] = {}
+    names: dict[str, tuple[str, str]] = {}
+    for f in fold_findings(summary.findings):
+        tokens = f.evidence.facts.get(since_high)
+        if f.category not in LOOP_CATEGORIES or type(tokens) is not int:
+            continue
+        s = f.sample
+        key = (s.eval_id, s.task, s.sample_id, s.epoch, s.attempt)
+        per_sample[key] = max(per_sample.get(key, 0), tokens)
+        names[s.eval_id] = (s.task, s.model)
+    totals: dict[str, int] = {}
+    for smp in summary.samples:
+        if smp.total_tokens is not None:
+            totals[smp.eval_id] = totals.get(smp.eval_id, 0) + smp.total_tokens
+    out: list[LoopSpend] = []
+    for eval_id, (task, model) in names.items():
+        mine = [v for k, v in per_sample.items() if k[0] == eval_id]
+        out.append(LoopSpend(task=task, model=model, eval_id=eval_id, samples=len(mine),
+                             tokens_after=sum(mine), tokens_total=totals.get(eval_id)))
+    return sorted(out, key=lambda x: (x.task, x.model, x.eval_id))
+
+
+def actions_of(notices: Iterable[Notice]) -> list[Action]:
+    """The watchdog's action records among ``notices`` (``watch --act``)."""
+    return [n for n in notices if isinstance(n, Action)]

@@ -2,7 +2,8 @@
 
 Each sample's input carries its script (see ``watcher/scripted.py``). Task
 arguments (``-T``) pick the shape of the run; ``SCENARIO_TOOL_DELAY`` slows the
-``shell`` tool so polls can catch tool events while they are pending.
+``shell`` tool so polls can catch tool events while they are pending, and a
+``hang`` command sleeps ``SCENARIO_HANG`` seconds (an hour by default: a hung tool).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def shell() -> Tool:
             cmd: The command to run.
         """
         await asyncio.sleep(float(os.environ.get("SCENARIO_TOOL_DELAY", "0.05")))
+        if cmd.startswith("hang"):  # a hung tool: only a cancel (or the end) stops it
+            await asyncio.sleep(float(os.environ.get("SCENARIO_HANG", "3600")))
         if cmd.startswith("fail"):
             raise RuntimeError(f"command failed: {cmd}")
         scripted = store().get(RESULT_KEY)
@@ -88,6 +91,37 @@ def loops(hostile: bool = False) -> Task:
             sample("submit-loop", [{"text": claim}] * 4 + [SUBMIT]),
             sample("clean", calls("ls", "cat notes.txt", "python solve.py") + [SUBMIT]),
         ],
+        solver=react(tools=[shell()]), scorer=includes(), message_limit=60,
+        model=scripted_model(),
+    )
+
+
+@task
+def watchdog(messages: int = 400, siblings: int = 2, steps: int = 12,
+             delay: float = 0.1) -> Task:
+    """For the watchdog (``watch --act``): a submit loop and an identical tool call that
+    never end on their own (a script's last step repeats for ever; only the message
+    limit bounds them), beside clean siblings that work for ``steps`` turns, then
+    submit. Each claim of the submit loop takes ``delay`` seconds to generate."""
+    claim = "My final answer is 42, submitting now."
+    return Task(
+        dataset=[
+            sample("submit-loop", [{"text": claim, "delay": delay}]),
+            sample("repeat", calls("cat /tmp/status")),
+            *[sample(f"clean-{i}", calls(*[f"step {i}-{j}" for j in range(steps)]) + [SUBMIT])
+              for i in range(siblings)],
+        ],
+        solver=react(tools=[shell()]), scorer=includes(), message_limit=messages,
+        model=scripted_model(),
+    )
+
+
+@task
+def hung_tool() -> Task:
+    """A sample whose tool call hangs (``hang``); after it the script goes on and
+    submits: a cancelled tool call lets the sample continue."""
+    return Task(
+        dataset=[sample("hang", calls("ls", "hang now", "echo after") + [SUBMIT])],
         solver=react(tools=[shell()]), scorer=includes(), message_limit=60,
         model=scripted_model(),
     )

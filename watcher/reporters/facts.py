@@ -21,11 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from watcher.findings import SPEND_FACTS
 from watcher.sanitize import clean_text, neutralise_quotes
 
-# facts every report already shows on its own line ("seen: …", the quoted agent text)
+# facts every report already shows on its own line ("seen: …", the quoted agent text,
+# "spent since …")
 SHOWN_ELSEWHERE = frozenset({"first_seen", "last_seen", "span", "excerpt", "count", "rule",
-                             "title"})
+                             "title", *SPEND_FACTS})
 
 # facts whose value the agent wrote (or chose: the name of the tool it called)
 AGENT_FACTS = frozenset({"key", "value", "error", "tool", "function"})

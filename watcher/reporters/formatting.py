@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from watcher.findings import Finding
+from watcher.findings import SPEND_FACTS, Action, Finding
 from watcher.reporters.facts import fact_phrases
 from watcher.sanitize import clean_text, neutralise_quotes, visible_text
 
@@ -72,7 +73,47 @@ def detail_rows(f: Finding, times: int = 8) -> list[tuple[str, str, int]]:
         said = fact_phrases(ev.facts).text()
         if said:
             rows.append(("evidence", said, 1200))
+    spent = fmt_spend(ev.facts)
+    if spent:
+        rows.append(("spent since", spent, 300))
     return rows
+
+
+def fmt_spend(facts: Mapping[str, Any]) -> str | None:
+    """What the sample spent after the finding was first seen (and after it became
+    high), from the spend facts the watch attaches (watcher/run/spend.py)."""
+    since, since_high, cost = (facts.get(k) for k in SPEND_FACTS)
+    if type(since) is not int:
+        return None
+    text = f"first seen: {since:,} tokens"
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
+        text += f" (${cost:,.4f})"
+    if type(since_high) is int:
+        text += f"; since it was high: {since_high:,} tokens"
+    return text
+
+
+def action_head(a: Action) -> str:
+    """``cancel_sample (action=score): requested`` for an action record (plain text;
+    each report escapes it)."""
+    args = ", ".join(f"{k}={v}" for k, v in sorted(a.args.items()))
+    head = a.verb + (f" ({args})" if args else "")
+    outcome = a.outcome.replace("_", "-")
+    if a.reason and a.outcome not in ("requested", "confirmed", "dry_run"):
+        outcome += f" [{a.reason}]"
+    return f"{head}: {outcome}"
+
+
+def action_target(a: Action) -> str:
+    """What an action was aimed at: the task, and the sample attempt for a sample's."""
+    s = a.sample
+    if s is None:
+        return ""
+    if a.scope in ("task", "run"):
+        return f"task {fmt_id(s.task)}" + (f" (pid {s.pid})" if a.scope == "run" and s.pid
+                                          else "")
+    return (f"task {fmt_id(s.task)}  sample {fmt_id(s.sample_id)}  epoch {s.epoch}  "
+            f"attempt {s.attempt}")
 
 
 def fmt_number(v: Any) -> str:

@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from watcher.findings import Finding, Notice
+from watcher.findings import Action, Finding, Notice
 from watcher.handoff import finding_handoff, view_command, view_dir_command
 from watcher.reporters.base import by_confidence, find_outliers, task_cells, unknown_tasks
 from watcher.reporters.formatting import (
     BADGES,
+    action_head,
+    action_target,
     detail_rows,
     fmt_clock,
     fmt_duration,
@@ -26,7 +28,7 @@ from watcher.reporters.formatting import (
 )
 from watcher.reporters.markdown import MarkdownReporter
 from watcher.sanitize import UNTRUSTED_LABEL, html_text, quote_agent_text
-from watcher.summary import RunSummary, SampleSummary, fold_findings
+from watcher.summary import RunSummary, SampleSummary, actions_of, fold_findings, loop_spend
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'"
 
@@ -155,6 +157,18 @@ def _notice_html(n: Notice) -> str:
     return text + "</li>"
 
 
+def _action_html(a: Action) -> str:
+    when = f"{escape(fmt_clock(a.at))} " if a.at else ""
+    text = f"<li>{when}<b>{_h(action_head(a), 200)}</b>: {_h(a.message, 800)}"
+    target = action_target(a)
+    if target:
+        text += f" ({_h(target, 400)})"
+    if a.finding_id:
+        text += (f" · finding {_code(a.finding_id, 40)} ({_code(a.rule, 100)}, "
+                 f"{_h(a.confidence, 10)})")
+    return text + "</li>"
+
+
 def _none_known(summary: RunSummary, none: str) -> str:
     """``none`` when every task's samples were read; else what could not be known."""
     unknown = unknown_tasks(summary)
@@ -233,9 +247,28 @@ def render_html(summary: RunSummary, *, title: str = "inspect-watch report") -> 
         if not group:
             body.append("<p>None.</p>")
 
-    body.append(f"<h2>Notices ({len(summary.notices)})</h2>")
-    body.append("<ul>" + "".join(_notice_html(n) for n in summary.notices) + "</ul>"
-                if summary.notices else "<p>None.</p>")
+    spend = loop_spend(summary)
+    if spend:
+        body.append("<h2>Spent after loops were found</h2><p>Tokens each task's samples spent "
+                    "after their first <code>high</code> loop finding (what a watchdog acting "
+                    "then would have saved):</p><ul>")
+        for x in spend:
+            share = (f" ({x.share:.0%} of the task's {x.tokens_total:,})"
+                     if x.share is not None and x.tokens_total else "")
+            body.append(f"<li>{_h(x.task, 100)} ({_h(x.model, 100)}): {x.tokens_after:,} "
+                        f"tokens in {x.samples} sample(s){escape(share)}</li>")
+        body.append("</ul>")
+    actions = actions_of(summary.notices)
+    if actions:
+        body.append(f"<h2>Watchdog actions ({len(actions)})</h2><p>What <code>--act</code> "
+                    "asked of the eval's control server, and what the server answered (its "
+                    "words are quoted as it gave them):</p><ul>")
+        body.extend(_action_html(a) for a in actions)
+        body.append("</ul>")
+    notices = [n for n in summary.notices if not isinstance(n, Action)]
+    body.append(f"<h2>Notices ({len(notices)})</h2>")
+    body.append("<ul>" + "".join(_notice_html(n) for n in notices) + "</ul>"
+                if notices else "<p>None.</p>")
 
     body.append("<h2>Logs</h2><ul>")
     for d in summary.log_dirs:

@@ -20,7 +20,15 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from watcher.findings import CONFIDENCE_LEVELS, SEVERITY_LEVELS, Finding, Notice, SampleRef
+from watcher.findings import (
+    ACTION,
+    CONFIDENCE_LEVELS,
+    SEVERITY_LEVELS,
+    Action,
+    Finding,
+    Notice,
+    SampleRef,
+)
 from watcher.reporters.base import OutputOptions, Reporter
 from watcher.reporters.remote import RemoteReporter, is_url
 from watcher.summary import ReportContext, RunSummary, fold_findings
@@ -261,9 +269,22 @@ def check_notice_record(d: dict[str, Any]) -> None:
         _kind(s.get(name), int, f"sample.{name}")
 
 
+def check_action_record(d: dict[str, Any]) -> None:
+    """Raise :class:`MalformedRecord` for an action record a report cannot render."""
+    for name in ("verb", "outcome", "message", "finding_id"):
+        _kind(d.get(name), str, name)
+    if d.get("at") is not None:
+        _time(d["at"], "at")
+    for name in ("args", "details", "dry_run_answer", "server_answer"):
+        _kind(d.get(name), dict, name)
+    for name in ("epoch", "attempt", "pid"):
+        _kind(d.get(name), int, name)
+
+
 def read_jsonl(paths: Iterable[str | os.PathLike[str]],
                skipped: list[str] | None = None) -> tuple[list[Finding], list[Notice]]:
-    """All finding snapshots (unfolded, in reading order) and distinct notices.
+    """All finding snapshots (unfolded, in reading order) and distinct notices (and the
+    watchdog's action records, which are notices too).
 
     A record that does not parse or that a report could not render is skipped with
     a warning, and ``file:line: reason`` is added to ``skipped`` when given.
@@ -278,12 +299,13 @@ def read_jsonl(paths: Iterable[str | os.PathLike[str]],
                 if kind == "finding":
                     check_finding_record(rec)
                     findings.append(Finding.from_dict(rec))
-                elif kind == "notice":
-                    check_notice_record(rec)
+                elif kind in ("notice", ACTION):
+                    (check_notice_record if kind == "notice" else check_action_record)(rec)
                     key = dumps_line(rec)
                     if key not in seen_notices:
                         seen_notices.add(key)
-                        notices.append(notice_from_dict(rec))
+                        notices.append(notice_from_dict(rec) if kind == "notice"
+                                       else Action.from_dict(rec))
             except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
                 log.warning("%s:%s: skipping malformed %s record: %s", os.fspath(path), line,
                             kind, e)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TextIO
 
 from watcher.files import write_file
-from watcher.findings import Finding, Notice
+from watcher.findings import Action, Finding, Notice
 from watcher.handoff import finding_handoff, view_command, view_dir_command
 from watcher.reporters.base import (
     Outlier,
@@ -28,6 +28,8 @@ from watcher.reporters.base import (
 )
 from watcher.reporters.formatting import (
     BADGES,
+    action_head,
+    action_target,
     detail_rows,
     fmt_clock,
     fmt_duration,
@@ -42,7 +44,15 @@ from watcher.sanitize import (
     md_escape,
     quote_agent_text,
 )
-from watcher.summary import ReportContext, RunSummary, SampleSummary, fold_findings
+from watcher.summary import (
+    LoopSpend,
+    ReportContext,
+    RunSummary,
+    SampleSummary,
+    actions_of,
+    fold_findings,
+    loop_spend,
+)
 
 E = md_escape
 C = md_code
@@ -162,10 +172,23 @@ def render_markdown(summary: RunSummary, *, title: str = "inspect-watch report")
         for f in group:
             out += _finding_section(f)
 
-    out += [f"## Notices ({len(summary.notices)})", ""]
-    for n in summary.notices:
+    spend = loop_spend(summary)
+    if spend:
+        out += ["## Spent after loops were found", "",
+                "Tokens each task's samples spent after their first `high` loop finding "
+                "(what a watchdog acting then would have saved):", ""]
+        out += [_spend_line(x) for x in spend] + [""]
+    actions = actions_of(summary.notices)
+    if actions:
+        out += [f"## Watchdog actions ({len(actions)})", "",
+                "What `--act` asked of the eval's control server, and what the server "
+                "answered (its words are quoted as it gave them):", ""]
+        out += [_action_line(a) for a in actions] + [""]
+    notices = [n for n in summary.notices if not isinstance(n, Action)]
+    out += [f"## Notices ({len(notices)})", ""]
+    for n in notices:
         out.append(_notice_line(n))
-    if not summary.notices:
+    if not notices:
         out.append("None.")
     out.append("")
 
@@ -190,6 +213,24 @@ def _none_known(summary: RunSummary, none: str) -> str:
         return "Not known: no sample data was read (see Tasks)."
     names = ", ".join(E(t.task, 100) for t, _ in unknown)
     return f"None among the {len(summary.samples)} samples read; not known for {names}."
+
+
+def _spend_line(x: LoopSpend) -> str:
+    share = (f" ({x.share:.0%} of the task's {x.tokens_total:,})"
+             if x.share is not None and x.tokens_total else "")
+    return (f"- {E(x.task, 100)} ({E(x.model, 100)}): {x.tokens_after:,} tokens in "
+            f"{x.samples} sample(s){share}")
+
+
+def _action_line(a: Action) -> str:
+    when = f"{E(fmt_clock(a.at))} " if a.at else ""
+    target = action_target(a)
+    text = f"- {when}**{E(action_head(a), 200)}**: {E(a.message, 800)}"
+    if target:
+        text += f" ({E(target, 400)})"
+    if a.finding_id:
+        text += f" · finding {C(a.finding_id, 40)} ({C(a.rule, 100)}, {E(a.confidence, 10)})"
+    return text
 
 
 def _notice_line(n: Notice) -> str:

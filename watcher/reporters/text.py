@@ -19,23 +19,33 @@ import sys
 import threading
 from typing import TextIO
 
-from watcher.findings import CONFIDENCE_LEVELS, Finding, Notice, confidence_rank
+from watcher.findings import CONFIDENCE_LEVELS, Action, Finding, Notice, confidence_rank
 from watcher.handoff import finding_handoff
 from watcher.reporters.base import OutputOptions, Reporter
 from watcher.reporters.facts import fact_phrases
 from watcher.reporters.formatting import (
     BADGES,
+    action_head,
+    action_target,
     fmt_clock,
     fmt_duration,
     fmt_event_times,
     fmt_id,
     fmt_span,
+    fmt_spend,
     fmt_time,
     one,
     where,
 )
 from watcher.sanitize import clean_text, quote_agent_text, visible_text
-from watcher.summary import ReportContext, RunSummary, StatusSnapshot, TaskStatus
+from watcher.summary import (
+    ReportContext,
+    RunSummary,
+    StatusSnapshot,
+    TaskStatus,
+    actions_of,
+    loop_spend,
+)
 
 RESET = "\x1b[0m"
 STYLES = {
@@ -45,6 +55,7 @@ STYLES = {
     "title": "\x1b[1m",
     "dim": "\x1b[2m",
     "notice": "\x1b[35m",
+    "action": "\x1b[1;34m",  # bold blue
 }
 
 
@@ -297,6 +308,9 @@ class TextReporter(Reporter):
         said = fact_phrases(ev.facts).text()
         if said:
             lines.append(f"  evidence: {said}")
+        spent = fmt_spend(ev.facts)
+        if spent:
+            lines.append(f"  spent since {spent}")
         for ex in ev.excerpts[: self.max_excerpts]:
             lines.append("  " + quote_agent_text(ex, 300))
         if len(ev.excerpts) > self.max_excerpts:
@@ -318,8 +332,11 @@ class TextReporter(Reporter):
         version = f" {context.version}" if context.version else ""
         more = "" if self.verbose else (
             "; --verbose shows each finding's evidence and what to do")
-        self._emit_above_status(f"inspect-watch{version}: watching {what} "
-                                f"(observes only; changes nothing{more})\n")
+        mode = {"act": "--act: acts on findings as its policy says; every action is "
+                       "reported",
+                "dry-run": "--act --dry-run: says what it would do; changes nothing"}.get(
+                    context.acting, "observes only; changes nothing")
+        self._emit_above_status(f"inspect-watch{version}: watching {what} ({mode}{more})\n")
 
     def finding(self, f: Finding) -> None:
         if confidence_rank(f.confidence) < self.min_rank:
@@ -341,6 +358,9 @@ class TextReporter(Reporter):
         self._emit_above_status(text)
 
     def notice(self, n: Notice) -> None:
+        if isinstance(n, Action):
+            self._emit_above_status(self.action_line(n) + "\n")
+            return
         kind = one(n.kind, 40)
         text = f"notice [{kind}] {one(n.message, 500)}"
         if n.sample is not None:
@@ -349,6 +369,16 @@ class TextReporter(Reporter):
         if n.at:
             text = f"{fmt_clock(n.at)} {text}"
         self._emit_above_status(self._style("notice", "! " + text) + "\n")
+
+    def action_line(self, a: Action) -> str:
+        """One action record: what was asked of the server, and what it answered."""
+        text = f"action {one(action_head(a), 200)}: {one(a.message, 600)}"
+        target = action_target(a)
+        if target:
+            text += f" ({target})"
+        if a.at:
+            text = f"{fmt_clock(a.at)} {text}"
+        return self._style("action", "» " + text)
 
     def status(self, snapshot: StatusSnapshot) -> None:
         if self.quiet:
@@ -392,9 +422,22 @@ class TextReporter(Reporter):
         for f in summary.findings:
             counts[f.confidence] = counts.get(f.confidence, 0) + 1
         by = ", ".join(f"{counts.get(lvl, 0)} {lvl}" for lvl in reversed(CONFIDENCE_LEVELS))
-        out = [f"inspect-watch: stopped. findings: {by}; notices: {len(summary.notices)}"]
+        actions = actions_of(summary.notices)
+        notices = len(summary.notices) - len(actions)
+        out = [f"inspect-watch: stopped. findings: {by}; notices: {notices}"]
+        if actions:
+            outcomes: dict[str, int] = {}
+            for a in actions:
+                outcomes[a.outcome] = outcomes.get(a.outcome, 0) + 1
+            out[0] += "; actions: " + ", ".join(
+                f"{n} {k.replace('_', '-')}" for k, n in sorted(outcomes.items()))
         if summary.ended_at:
             out[0] += f" (at {fmt_time(summary.ended_at)})"
+        for spend in loop_spend(summary):
+            share = f" ({spend.share:.0%} of the task's {spend.tokens_total:,})" if (
+                spend.share is not None and spend.tokens_total) else ""
+            out.append(f"  {one(spend.task, 100)}: {spend.tokens_after:,} tokens spent after "
+                       f"the first high loop finding in {spend.samples} sample(s){share}")
         for d in summary.log_dirs:
             out.append(f"  logs: {one(d, 500)}")
         if summary.findings and not self.verbose:

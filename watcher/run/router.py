@@ -61,17 +61,31 @@ class AlertSink(Sink, Protocol):
 
 
 class Decider(Protocol):
-    """A hook at the deciding step (a watchdog that acts on findings).
+    """A hook at the deciding step (a watchdog that acts on findings: watcher/act/).
 
     ``decide`` sees each finding that is news, before it is written, with where it was
     read (``origin``: its source and, for a live eval, the control server); what it
     returns (audit records of what it did) goes to every sink right after the finding.
     It runs on the routing thread: what takes time belongs on its own thread, whose
     records ``pop_notices`` hands over on the next turn of the loop. It must not raise.
+
+    Two more hooks are optional (looked up, so a decider without them still works):
+    ``update(finding, origin)`` sees every snapshot at or above the confidence floor
+    that is not news (an open finding's spend grows every poll; a finding an earlier
+    watch with this state reported), and ``drain(timeout)`` is called once when the
+    watch ends, before the last ``pop_notices``, to say what it could not finish.
     """
 
     def decide(self, finding: Finding, origin: Origin | None) -> Sequence[Notice]: ...
     def pop_notices(self) -> list[Notice]: ...
+
+
+# (finding, live, log hint, remote) -> the hand-off
+Handoff = Callable[[Finding, bool, bool, bool], str]
+
+
+def _observer_handoff(f: Finding, live: bool, log_hint: bool, remote: bool = False) -> str:
+    return finding_handoff(f, live=live, log_hint=log_hint, remote=remote)
 
 
 _UNMARKED = object()  # a pending item the state did not mark reported
@@ -81,7 +95,8 @@ class Router:
     """Routes one watch's outputs; see the module. ``live_eval(eval_id)`` says whether
     an eval is read while it runs (its hand-off then names ways to stop it),
     ``remote_eval(eval_id)`` whether it runs on another machine (those ways are there);
-    ``before_save`` runs before each save of the state."""
+    ``before_save`` runs before each save of the state; ``handoff`` writes each
+    finding's hand-off (a watchdog's says what it did)."""
 
     def __init__(self, state: WatchState, sinks: Sequence[Sink], *,
                  alerts: Sequence[AlertSink] = (), deciders: Sequence[Decider] = (),
@@ -89,11 +104,15 @@ class Router:
                  log_hints: bool = True,
                  live_eval: Callable[[str], bool] = lambda eval_id: True,
                  remote_eval: Callable[[str], bool] = lambda eval_id: False,
-                 before_save: Callable[[], None] | None = None) -> None:
+                 before_save: Callable[[], None] | None = None,
+                 handoff: Handoff = _observer_handoff) -> None:
         self.state = state
         self.sinks: list[Sink] = [*sinks, *alerts]  # dropped from when they cannot write
         self.alerts = list(alerts)
         self.deciders = list(deciders)
+        self._updates = [u for u in (getattr(d, "update", None) for d in self.deciders)
+                         if callable(u)]
+        self.handoff = handoff
         self.min_confidence = min_confidence
         self.fail_on = fail_on
         self.log_hints = log_hints
@@ -146,13 +165,14 @@ class Router:
         # the hand-off names what a person can do (cancel commands, kill -INT PID) for
         # every reporter, JSONL included, so an agent reading findings gets them too
         eval_id = item.sample.eval_id
-        item = replace(item, handoff=finding_handoff(item, live=self.live_eval(eval_id),
-                                                     log_hint=self.log_hints,
-                                                     remote=self.remote_eval(eval_id)))
+        item = replace(item, handoff=self.handoff(item, self.live_eval(eval_id),
+                                                  self.log_hints, self.remote_eval(eval_id)))
         self.findings[item.id] = item
         if not self.shown(item):
             return
         if not self.state.should_report(item):
+            for update in self._updates:
+                update(item, origin)
             return
         if self.fail_on and confidence_rank(item.confidence) >= confidence_rank(self.fail_on):
             self.failed = True
@@ -178,9 +198,13 @@ class Router:
 
     def drain_alerts(self, timeout: float) -> None:
         """The watch is ending: give queued alerts ``timeout`` seconds, then say what was
-        lost."""
+        lost (and what the deciders could not finish)."""
         for alert in [a for a in self.alerts if a in self.sinks]:
             alert.drain(timeout)
+        for decider in self.deciders:
+            drain = getattr(decider, "drain", None)
+            if callable(drain):
+                drain(timeout)
         self.pop_notices()
 
     # -- writing -------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any
 from watcher.discovery import ControlServer
 from watcher.engine import Engine, RunContext, SampleStatus
 from watcher.findings import Finding, Notice, SampleRef
+from watcher.run.spend import SpendMeter
 from watcher.sources.base import (
     BadResponse,
     LimitExceeded,
@@ -178,6 +179,11 @@ class TaskWatcher:
         # each sample's last events, shortened (opts.recent_events; read by front ends
         # from another thread: a deque's copy is atomic)
         self.recent: dict[tuple[str, int], deque[dict[str, Any]]] = {}
+        # what each sample attempt spent (its findings carry it: watcher/run/spend.py);
+        # from its model events when the rules read them, else from the listing
+        types = engine.event_types
+        self.spend_from_events = types is None or "model" in types
+        self.meters: dict[tuple[str, int], SpendMeter] = {}
 
     def recent_events(self, sample_id: str, epoch: int) -> list[dict[str, Any]]:
         """The sample's last events, oldest first (see :data:`RECENT_FIELDS`)."""
@@ -280,6 +286,16 @@ class TaskWatcher:
         for key, stream in self.streams.items():
             if not stream.done:
                 self._tick(key, stream, now)
+        if self.source.live:  # open findings again, with what their samples spent since
+            for meter in list(self.meters.values()):
+                for f in meter.refreshed():
+                    self.emit(f)
+
+    def meter(self, key: tuple[str, int]) -> SpendMeter:
+        meter = self.meters.get(key)
+        if meter is None:
+            meter = self.meters[key] = SpendMeter(self.spend_from_events)
+        return meter
 
     def _list(self, now: float) -> set[tuple[str, int]]:
         """Read the samples listing; the keys of rows that changed."""
@@ -414,6 +430,7 @@ class TaskWatcher:
         elif stream.done and key not in self.watches:
             return  # finished and closed: its rows have nothing more to say
         self._count_in_context(key, row)
+        self.meter(key).row(row.raw)
         self._findings(self.watches[key].sample_row(row.raw, self.context))
         if stream.done and row.terminal:
             self._close(key)
@@ -423,6 +440,7 @@ class TaskWatcher:
         watch = self.watches.pop(key, None)
         if watch is not None:
             self._findings(watch.finalize(time.time()))
+        self.meters.pop(key, None)
 
     def _new_attempt(self, key: tuple[str, int], stream: SampleStream, attempt: int) -> None:
         watch = self.watches.get(key)
@@ -431,6 +449,7 @@ class TaskWatcher:
         else:
             self._findings(watch.finalize(time.time()))
             watch.reset_attempt(self.ref(key[0], key[1], attempt))
+        self.meters.pop(key, None)  # a new attempt spends from nothing
         stream.start_attempt(attempt)
         self.notice("attempt", f"sample {key[0]} epoch {key[1]} started attempt {attempt}", key,
                     attempt=attempt)
@@ -505,15 +524,20 @@ class TaskWatcher:
         item = result
         watch = self.watches[key]
         events = item.events
+        meter = self.meter(key)
         if item.new_attempt is not None:
             for event in events[: item.attempt_boundary]:
+                meter.add(event)
                 self._findings(watch.feed(event))
             self._findings(watch.finalize(now))
             watch.reset_attempt(self.ref(key[0], key[1], item.new_attempt))
+            self.meters.pop(key, None)
+            meter = self.meter(key)
             self.notice("attempt", f"sample {key[0]} epoch {key[1]} started attempt "
                         f"{item.new_attempt}", key, attempt=item.new_attempt)
             events = events[item.attempt_boundary:]
         for event in events:
+            meter.add(event)
             self._findings(watch.feed(event))
         if self.opts.recent_events and item.events:
             kept = self.recent.get(key)
@@ -566,7 +590,8 @@ class TaskWatcher:
 
     def _findings(self, findings: list[Finding]) -> None:
         for f in findings:
-            self.emit(f)
+            s = f.sample
+            self.emit(self.meter((s.sample_id, s.epoch)).annotate(f))
 
 
 def _read(stream: SampleStream, source: Source, now: float) -> StreamItem | SourceError:

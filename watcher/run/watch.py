@@ -27,7 +27,7 @@ from watcher.engine import Engine
 from watcher.exit_codes import ExitCode
 from watcher.findings import Finding, Notice
 from watcher.run import parallel
-from watcher.run.router import AlertSink, Decider, Router, Sink
+from watcher.run.router import AlertSink, Decider, Handoff, Router, Sink
 from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector
 from watcher.run.sources import SourcePicker
 from watcher.run.status import run_summary, status_snapshot
@@ -80,12 +80,13 @@ class Watch:
 
     ``sinks`` get what the router passes (findings, notices, status); ``alerts`` too,
     and are asked for their notices and drained at the end; ``deciders`` see each
-    finding that is news before it is written (see :mod:`watcher.run.router`).
+    finding that is news before it is written (see :mod:`watcher.run.router`), and
+    ``handoff`` (if given) writes each finding's hand-off in their place.
     """
 
     def __init__(self, engine: Engine, config: WatchConfig, state: WatchState,
                  sinks: Sequence[Sink], *, alerts: Sequence[AlertSink] = (),
-                 deciders: Sequence[Decider] = ()) -> None:
+                 deciders: Sequence[Decider] = (), handoff: Handoff | None = None) -> None:
         self.engine = engine
         self.config = config
         self.state = state
@@ -96,6 +97,8 @@ class Watch:
         self.router = Router(state, sinks, alerts=alerts, deciders=deciders,
                              min_confidence=config.min_confidence, fail_on=config.fail_on,
                              log_hints=config.log_hints)
+        if handoff is not None:
+            self.router.handoff = handoff
         self.sources = SourcePicker(self.runner, state, self.router.notice,
                                     log_dir=config.log_dir, replay=config.replay,
                                     transport=config.transport, selector=config.selector,

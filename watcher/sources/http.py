@@ -7,7 +7,8 @@ eval's event loop), so timeouts and 503s are retried with jittered backoff, at
 most ``max_in_flight`` requests run at once per process, and a refused
 connection or vanished socket means the process is gone. A response past the
 size or total-time bound (:mod:`watcher.limits`) is :class:`LimitExceeded`, not
-retried.
+retried. :meth:`HttpSource.call` sends the channel's mutations (the watchdog's cancel,
+drain and pause) and returns the server's answer as a :class:`ControlAnswer`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import random
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 # faster for the larger pages; anything it refuses (NaN) is retried with json
@@ -39,6 +41,39 @@ from watcher.sources.base import (
     sample_row,
 )
 from watcher.sources.uds import ResponseLimit, UdsClient
+
+
+@dataclass(frozen=True)
+class ControlAnswer:
+    """What the control server answered a mutation: the HTTP ``status`` and the JSON
+    ``body`` (``None`` if it was not JSON). The server's words are untrusted data.
+
+    ``route_missing``: the stock 404 (or 405) of a server that predates the route, whose
+    body is FastAPI's ``{"detail": ...}``; a route's own 404 ("sample not found")
+    carries ``{"error": ...}`` (the convention ``inspect_ai._control.server`` pins).
+    """
+
+    status: int
+    body: Any
+
+    @property
+    def route_missing(self) -> bool:
+        body = self.body
+        return (self.status in (404, 405) and isinstance(body, dict) and "error" not in body
+                and isinstance(body.get("detail"), str))
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx answer whose body says ``ok`` (the control channel's success shape)."""
+        return 200 <= self.status < 300 and isinstance(self.body, dict) and (
+            self.body.get("ok", True) is not False)
+
+    @property
+    def error(self) -> str | None:
+        """The server's ``error`` text (a 409's "can't", a 404's "not found"), if any."""
+        if isinstance(self.body, dict) and self.body.get("error") is not None:
+            return str(self.body["error"])
+        return None
 
 
 def _loads(body: bytes) -> Any:
@@ -117,6 +152,47 @@ class HttpSource(Source):
         assert last is not None
         raise last
 
+    def call(self, method: str, path: str, params: dict[str, Any] | None = None,
+             ) -> ControlAnswer:
+        """A mutation (``POST``/``PATCH``) and the server's answer, whatever its status.
+
+        Only what cannot have been applied is retried: a 503 (the server's concurrency
+        cap answers before the handler runs). A timeout is :class:`SourceBusy` and is
+        not retried: the request may have been applied, and the caller says so. No
+        server is :class:`ProcessGone`; a garbled exchange :class:`BadResponse`; an
+        answer past a bound :class:`LimitExceeded`.
+        """
+        clean = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random()))
+            try:
+                with self._gate:
+                    self.requests += 1
+                    status, body = self._client.request(method, path, clean)
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                raise ProcessGone(f"pid {self.server.pid}: {e}") from e
+            except ResponseLimit as e:
+                env = (limits.RESPONSE_SIZE if e.size else limits.REQUEST_TIME).env
+                raise LimitExceeded(f"pid {self.server.pid}: {path}: {e} ({env} raises "
+                                    "it)") from e
+            except TimeoutError as e:
+                raise SourceBusy(f"pid {self.server.pid}: {method} {path} got no answer in "
+                                 "time (it may have been applied)") from e
+            except (http.client.HTTPException, ConnectionResetError, BrokenPipeError) as e:
+                raise BadResponse(f"pid {self.server.pid}: {method} {path}: {e!r} (it may "
+                                  "have been applied)") from e
+            except OSError as e:
+                raise ProcessGone(f"pid {self.server.pid}: {e}") from e
+            if status == 503 and attempt < self.retries:
+                continue
+            try:
+                parsed = _loads(body) if body else None
+            except (ValueError, UnicodeDecodeError):
+                parsed = None
+            return ControlAnswer(status, parsed)
+        raise AssertionError("unreachable")  # the last attempt returns
+
     # -- Source ------------------------------------------------------------
 
     def tasks(self) -> list[TaskInfo]:
@@ -146,6 +222,15 @@ class HttpSource(Source):
         }
         body = self._get(f"/evals/{task.eval_id}/sample/events", params)
         return event_page(body, f"pid {self.server.pid}")
+
+    def sample(self, eval_id: str, sample_id: str, epoch: int) -> dict[str, Any]:
+        """One sample's summary row, read atomically (``GET /evals/{id}/sample``: what
+        ``inspect ctl sample show`` reads): status, retries, events, interrupt, tokens.
+        :class:`NotFound` when the eval no longer knows it."""
+        body = self._get(f"/evals/{eval_id}/sample", {"sample_id": sample_id, "epoch": epoch})
+        if not isinstance(body, dict):
+            raise BadResponse(f"pid {self.server.pid}: malformed sample row")
+        return body
 
     def messages(self, task: TaskInfo, sample_id: str, epoch: int) -> list[dict[str, Any]]:
         """A sample's conversation as raw messages (``GET .../sample/messages?full``):

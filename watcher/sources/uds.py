@@ -38,6 +38,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 _CHUNK = 1 << 16
+# the control channel's reads are GETs; its mutations (cancel, drain, pause) POSTs, and
+# its live limits PATCHes
+METHODS = frozenset({"GET", "POST", "PATCH"})
 
 
 class ResponseLimit(Exception):
@@ -109,7 +112,7 @@ def _idle_and_open(conn: _UnixConnection) -> bool:
 
 
 class UdsClient:
-    """GETs over one AF_UNIX socket path; one kept-alive connection per thread.
+    """Requests over one AF_UNIX socket path; one kept-alive connection per thread.
 
     Errors are the stdlib's: ``FileNotFoundError``/``ConnectionRefusedError`` (no
     server), ``TimeoutError`` (no answer in time), ``http.client.HTTPException``
@@ -130,19 +133,30 @@ class UdsClient:
 
     def get(self, path: str, params: dict[str, str] | None = None) -> tuple[int, bytes]:
         """``(status, body)`` of ``GET path?params``."""
+        return self.request("GET", path, params)
+
+    def request(self, method: str, path: str,
+                params: dict[str, str] | None = None) -> tuple[int, bytes]:
+        """``(status, body)`` of ``METHOD path?params`` with no request body (the control
+        channel's mutations take query parameters only), bounded like a GET: the same
+        deadline and size cap. Never retried here: a caller that retries a mutation must
+        know it is idempotent."""
+        if method not in METHODS:
+            raise ValueError(f"unsupported method {method!r}")
         url = f"{path}?{urlencode(params)}" if params else path
         conn: _UnixConnection | None = getattr(self._local, "conn", None)
         if conn is not None and not _idle_and_open(conn):
             self._drop(conn)  # the server closed it while it was idle
             conn = None
-        return self._send(conn or self._new(), url)
+        return self._send(conn or self._new(), method, url)
 
-    def _send(self, conn: _UnixConnection, url: str) -> tuple[int, bytes]:
+    def _send(self, conn: _UnixConnection, method: str, url: str) -> tuple[int, bytes]:
         sock = conn.sock
         if isinstance(sock, _DeadlineSocket):
             sock.deadline = time.monotonic() + self.total_timeout
         try:
-            conn.request("GET", url, headers={"Accept": "application/json"})
+            # a body-less POST or PATCH goes out with ``Content-Length: 0`` (http.client)
+            conn.request(method, url, headers={"Accept": "application/json"})
             response = conn.getresponse()
             body = self._body(response)
         except BaseException:

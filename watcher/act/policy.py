@@ -1,0 +1,635 @@
+"""The action policy of ``inspect-watch watch --act``: what to do about which findings.
+
+Policy is data. An ``act:`` block says what the watchdog does about a finding (the
+language is in docs/watchdog.md)::
+
+    verb: cancel_sample        # cancel_sample | cancel_tool_call | drain_task | pause_task
+    action: score              # cancel_sample: score (keep what was done) | cancel
+    when:                      # the finding must be at least this sure (never low), and
+      confidence: high         #   its facts must hold: a value or {op: value}
+      count: {gte: 4}          #   (eq ne gt gte lt lte in), as in a rule's confidence_when
+      tokens_since_first_seen: {gte: 20000}
+    grace: {events: 30, seconds: 60}  # act once N more events or T seconds have passed
+                                      #   (whichever first) and it still holds
+
+or ``off`` (``false``): no action. A policy file (``--act-policy FILE``) maps rule ids
+and categories to such blocks, adds a whole-run ``interrupt`` (``kill -INT``), and may
+drop the built-in defaults (:data:`DEFAULTS`, ``defaults.yaml`` beside this module)::
+
+    defaults: true
+    rules: {submit-loop: {...}, near-identical-tool-calls: off}
+    categories: {stall: {...}}
+    run: {interrupt: {share: 0.5, min_samples: 10}}
+
+A rule's own ``act:`` block will reach :func:`parse_act` from the rule engine, which
+parses the rule document with the same located YAML (:mod:`watcher.engine.yamlsrc`).
+Which block applies to a finding (:meth:`Policy.lookup`): the file's entry for its
+rule, the file's for its category, the rule's own block, the defaults' for its rule,
+the defaults' for its category; the first found wins, and ``off`` ends the search.
+
+Errors are located (file:line:col) and coded as rule errors are (docs/rules.md): the
+same :class:`~watcher.engine.errors.RuleError` kinds, collected and raised together
+(:class:`PolicyErrors`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from watcher.engine.errors import (
+    BadValueError,
+    FileError,
+    MissingFieldError,
+    RuleError,
+    RuleLoadErrors,
+    UnknownFactError,
+    UnknownKeyError,
+    UnknownSelectionError,
+    WrongTypeError,
+)
+from watcher.engine.yamlsrc import MAX_FILE_BYTES, Doc, load_docs
+from watcher.findings import SPEND_FACTS, Finding, confidence_rank
+
+Path_ = tuple[Any, ...]
+
+VERBS = ("cancel_sample", "cancel_tool_call", "drain_task", "pause_task")
+OFF = "off"
+SAMPLE_ACTIONS = ("score", "cancel")  # what cancel_sample may do (never "error")
+ACT_LEVELS = ("medium", "high")  # the watchdog never acts on a low finding
+FACT_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
+ACT_KEYS = ("verb", "action", "now", "when", "grace")
+GRACE_KEYS = ("events", "seconds")
+FILE_KEYS = ("defaults", "rules", "categories", "run")
+RUN_KEYS = ("interrupt",)
+INTERRUPT_KEYS = ("share", "min_samples", "categories")
+DEFAULTS = Path(__file__).with_name("defaults.yaml")
+# facts every finding has, whatever its rule: the engine's common ones and the spend
+COMMON_FACTS = frozenset({"count", "span", "episode", *SPEND_FACTS})
+
+
+class PolicyErrors(RuleLoadErrors):
+    """Every problem found in an action policy, raised at once (located, coded)."""
+
+    def render(self) -> str:
+        n = len(self.errors)
+        body = "\n".join(e.render() for e in self.errors)
+        return f"{body}\n{n} error{'s' if n != 1 else ''} in the action policy"
+
+
+@dataclass(frozen=True)
+class FactTest:
+    """One ``when`` condition on a finding's facts (``count: {gte: 4}``)."""
+
+    name: str
+    op: str
+    value: Any
+    line: int = 0
+    col: int = 0
+
+    def holds(self, facts: Mapping[str, Any]) -> bool:
+        v = facts.get(self.name)
+        want = self.value
+        if self.op in ("gt", "gte", "lt", "lte"):
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                return False
+            return {"gt": v > want, "gte": v >= want, "lt": v < want, "lte": v <= want}[self.op]
+        if self.op == "in":
+            return any(_eq(v, w) for w in want)
+        return _eq(v, want) if self.op == "eq" else not _eq(v, want)
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) != isinstance(b, bool):
+        return False
+    return bool(a == b)
+
+
+@dataclass(frozen=True)
+class ActSpec:
+    """One parsed ``act:`` block (``verb == "off"``: no action)."""
+
+    verb: str
+    action: str | None = None  # cancel_sample: score | cancel
+    now: bool = False  # pause_task: hold in-flight samples too (a hard pause)
+    confidence: str = "high"
+    facts: tuple[FactTest, ...] = ()
+    grace_events: int | None = None
+    grace_seconds: float | None = None
+    source: str = ""  # file:line of the block, for messages
+
+    @property
+    def off(self) -> bool:
+        return self.verb == OFF
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """What the verb is asked with, as the audit records name it."""
+        if self.verb == "cancel_sample":
+            return {"action": self.action or "score"}
+        if self.verb == "pause_task":
+            return {"now": self.now}
+        return {}
+
+    def wants(self, f: Finding) -> bool:
+        """Sure enough, and its facts hold (count and spend included)."""
+        if confidence_rank(f.confidence) < confidence_rank(self.confidence):
+            return False
+        facts = {**f.evidence.facts, "count": f.count}
+        return all(t.holds(facts) for t in self.facts)
+
+    def describe(self) -> str:
+        """The verb in words, for hand-offs and messages ("cancel the sample (action
+        score)")."""
+        return {
+            "cancel_sample": f"cancel the sample (action {self.action or 'score'})",
+            "cancel_tool_call": "cancel its pending tool call (the sample continues)",
+            "drain_task": "drain the task (no new samples; running ones finish)",
+            "pause_task": "pause the task" + (" now (in-flight samples held)" if self.now
+                                              else " (no new samples start)"),
+        }.get(self.verb, "do nothing")
+
+    def grace_words(self) -> str:
+        parts = []
+        if self.grace_events is not None:
+            parts.append(f"{self.grace_events} more events")
+        if self.grace_seconds is not None:
+            parts.append(f"{self.grace_seconds:g} s")
+        return " or ".join(parts) if parts else "no wait"
+
+
+OFF_SPEC = ActSpec(verb=OFF)
+
+
+@dataclass(frozen=True)
+class InterruptSpec:
+    """``run: {interrupt: …}``: ``kill -INT`` an eval process (the graceful shutdown, as
+    Ctrl+C; never SIGTERM or SIGKILL) once ``share`` of its samples (and at least
+    ``min_samples``) have a ``high`` finding (of ``categories``, if given)."""
+
+    share: float
+    min_samples: int = 5
+    categories: frozenset[str] | None = None
+    source: str = ""
+
+
+@dataclass
+class Layer:
+    """One source of ``act:`` blocks (the file, the rules, the defaults)."""
+
+    name: str
+    rules: dict[str, ActSpec] = field(default_factory=dict)
+    categories: dict[str, ActSpec] = field(default_factory=dict)
+    # where each entry was written (for errors found after parsing)
+    locs: dict[tuple[str, str], tuple[Doc, Path_]] = field(default_factory=dict)
+
+
+@dataclass
+class Policy:
+    """The layers, highest precedence first, and the whole-run interrupt."""
+
+    layers: list[Layer] = field(default_factory=list)
+    interrupt: InterruptSpec | None = None
+
+    def lookup(self, f: Finding) -> ActSpec | None:
+        """The block that applies to ``f``'s rule (see the module), ``None`` if none
+        does or it is ``off``."""
+        found = self.find(f.rule, f.category)
+        return None if found is None or found.off else found
+
+    def find(self, rule: str, category: str) -> ActSpec | None:
+        file, *rest = self.layers or [Layer("none")]
+        order: list[tuple[Layer, str]] = [(file, "rules"), (file, "categories")]
+        for layer in rest:
+            order += [(layer, "rules"), (layer, "categories")]
+        for layer, kind in order:
+            table = layer.rules if kind == "rules" else layer.categories
+            spec = table.get(rule if kind == "rules" else category)
+            if spec is not None:
+                return spec
+        return None
+
+    @property
+    def empty(self) -> bool:
+        """No action anywhere (every entry off, or none) and no interrupt."""
+        return self.interrupt is None and not any(
+            not s.off for layer in self.layers
+            for s in [*layer.rules.values(), *layer.categories.values()])
+
+
+# -- parsing ---------------------------------------------------------------------------
+
+
+class _Ctx:
+    """Collects located errors while one document is checked."""
+
+    def __init__(self, doc: Doc, errors: list[RuleError]) -> None:
+        self.doc = doc
+        self.errors = errors
+        self.failed = False
+
+    def error(self, cls: type[RuleError], path: Path_, msg: str, hint: str | None = None,
+              at_key: bool = False) -> None:
+        line, col = self.doc.loc(path, at_key=at_key)
+        self.failed = True
+        self.errors.append(cls(msg, file=self.doc.file, line=line, col=col,
+                               source_line=self.doc.source_line(line), hint=hint))
+
+    def expect(self, value: Any, types: type | tuple[type, ...], path: Path_, what: str,
+               names: str) -> bool:
+        wanted = types if isinstance(types, tuple) else (types,)
+        ok = isinstance(value, wanted) and not (isinstance(value, bool) and bool not in wanted)
+        if not ok:
+            self.error(WrongTypeError, path, f"{what} must be {names}, got "
+                       f"{type(value).__name__ if value is not None else 'null'}")
+        return ok
+
+    def keys(self, mapping: dict[Any, Any], path: Path_, allowed: Iterable[str],
+             section: str) -> bool:
+        allowed = list(allowed)
+        ok = True
+        for key in mapping:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else (
+                    "allowed keys: " + ", ".join(sorted(allowed)))
+                self.error(UnknownKeyError, path + (key,), f"unknown key {key!r} in {section}",
+                           hint, at_key=True)
+                ok = False
+        return ok
+
+    def choice(self, value: Any, allowed: tuple[str, ...], path: Path_, what: str,
+               hint: str | None = None) -> str | None:
+        if not self.expect(value, str, path, what, "a string"):
+            return None
+        if value not in allowed:
+            close = difflib.get_close_matches(value, allowed, n=1, cutoff=0.5)
+            self.error(BadValueError, path, f"{what} {value!r} is not one of "
+                       f"{', '.join(allowed)}",
+                       hint or (f"did you mean {close[0]!r}?" if close else None))
+            return None
+        return value
+
+
+def parse_act(value: Any, doc: Doc, path: Path_) -> ActSpec | list[RuleError]:
+    """Parse the ``act:`` block ``value``, found at ``path`` in the located YAML
+    document ``doc``: an :class:`ActSpec` (``off`` gives one whose ``off`` is true), or
+    the located errors found in it.
+
+    The rule engine calls this with a rule's document and ``("act",)``; the policy file
+    with its own paths. Fact names are checked later, against the rule's detector
+    (:func:`check_references`): a block on its own cannot know them.
+    """
+    errors: list[RuleError] = []
+    spec = _act(value, _Ctx(doc, errors), path)
+    if errors or spec is None:
+        return errors or [WrongTypeError("invalid act block", file=doc.file)]
+    return spec
+
+
+def _act(value: Any, ctx: _Ctx, path: Path_) -> ActSpec | None:
+    line, _ = ctx.doc.loc(path)
+    source = f"{ctx.doc.file}:{line}"
+    if value is False or value == OFF:
+        return ActSpec(verb=OFF, source=source)
+    if not ctx.expect(value, dict, path, "act", f"a mapping or {OFF!r}"):
+        return None
+    if not ctx.keys(value, path, ACT_KEYS, "act"):
+        return None
+    if "verb" not in value:
+        ctx.error(MissingFieldError, path, "act is missing required field 'verb'",
+                  "verb: " + " | ".join(VERBS))
+        return None
+    verb = ctx.choice(value["verb"], VERBS, path + ("verb",), "verb")
+    action = None
+    if "action" in value:
+        if verb is not None and verb != "cancel_sample":
+            ctx.error(UnknownKeyError, path + ("action",), "'action' is for cancel_sample",
+                      at_key=True)
+        action = ctx.choice(value["action"], SAMPLE_ACTIONS, path + ("action",), "action",
+                            "score ends the sample and scores what was done; cancel records "
+                            "it as cancelled (the watchdog never marks a sample errored)")
+    now = False
+    if "now" in value:
+        if verb is not None and verb != "pause_task":
+            ctx.error(UnknownKeyError, path + ("now",), "'now' is for pause_task", at_key=True)
+        if ctx.expect(value["now"], bool, path + ("now",), "now", "true or false"):
+            now = bool(value["now"])
+    confidence, facts = _when(value.get("when"), ctx, path + ("when",))
+    grace_events, grace_seconds = _grace(value.get("grace"), ctx, path + ("grace",))
+    if ctx.failed or verb is None:
+        return None
+    return ActSpec(verb=verb, action=action or ("score" if verb == "cancel_sample" else None),
+                   now=now, confidence=confidence, facts=facts, grace_events=grace_events,
+                   grace_seconds=grace_seconds, source=source)
+
+
+def _when(value: Any, ctx: _Ctx, path: Path_) -> tuple[str, tuple[FactTest, ...]]:
+    if value is None:
+        return "high", ()
+    if not ctx.expect(value, dict, path, "when", "a mapping"):
+        return "high", ()
+    confidence = "high"
+    if "confidence" in value:
+        got = value["confidence"]
+        if got == "low":
+            ctx.error(BadValueError, path + ("confidence",), "the watchdog never acts on a "
+                      "low finding", "a low finding is a hint for a person to read: use "
+                      "medium or high")
+        else:
+            confidence = ctx.choice(got, ACT_LEVELS, path + ("confidence",),
+                                    "confidence") or "high"
+    tests: list[FactTest] = []
+    for name, cond in value.items():
+        if name == "confidence":
+            continue
+        p = path + (name,)
+        if not isinstance(name, str):
+            ctx.error(WrongTypeError, p, "a fact name must be a string", at_key=True)
+            continue
+        line, col = ctx.doc.loc(p, at_key=True)
+        if not isinstance(cond, dict):
+            if isinstance(cond, list):
+                ctx.error(WrongTypeError, p, "a fact condition is a value or {op: value}",
+                          "use {in: [...]} to test membership")
+                continue
+            tests.append(FactTest(name, "eq", cond, line, col))
+            continue
+        if not cond:
+            ctx.error(WrongTypeError, p, "a fact condition needs at least one {op: value}")
+        for op, want in cond.items():
+            if op not in FACT_OPS:
+                close = difflib.get_close_matches(str(op), FACT_OPS, n=1, cutoff=0.5)
+                ctx.error(UnknownKeyError, p + (op,), f"unknown operator {op!r}",
+                          f"did you mean {close[0]!r}?" if close else
+                          "operators: " + ", ".join(FACT_OPS), at_key=True)
+                continue
+            if op in ("gt", "gte", "lt", "lte") and not ctx.expect(
+                    want, (int, float), p + (op,), op, "a number"):
+                continue
+            if op == "in" and not ctx.expect(want, list, p + (op,), op, "a list"):
+                continue
+            tests.append(FactTest(name, op, want, line, col))
+    return confidence, tuple(tests)
+
+
+def _grace(value: Any, ctx: _Ctx, path: Path_) -> tuple[int | None, float | None]:
+    if value is None:
+        return None, None
+    if not ctx.expect(value, dict, path, "grace", "a mapping") or not ctx.keys(
+            value, path, GRACE_KEYS, "grace"):
+        return None, None
+    events = seconds = None
+    if "events" in value and ctx.expect(value["events"], int, path + ("events",), "events",
+                                        "an integer"):
+        events = int(value["events"])
+        if events < 1:
+            ctx.error(BadValueError, path + ("events",), "events must be 1 or more")
+    if "seconds" in value and ctx.expect(value["seconds"], (int, float), path + ("seconds",),
+                                         "seconds", "a number"):
+        seconds = float(value["seconds"])
+        if seconds <= 0:
+            ctx.error(BadValueError, path + ("seconds",), "seconds must be positive")
+    if events is None and seconds is None and not ctx.failed:
+        ctx.error(MissingFieldError, path, "grace needs events or seconds (or leave it out: "
+                  "act at once)")
+    return events, seconds
+
+
+def _interrupt(value: Any, ctx: _Ctx, path: Path_) -> InterruptSpec | None:
+    if not ctx.expect(value, dict, path, "interrupt", "a mapping") or not ctx.keys(
+            value, path, INTERRUPT_KEYS, "interrupt"):
+        return None
+    if "share" not in value:
+        ctx.error(MissingFieldError, path, "interrupt is missing required field 'share'",
+                  "share: the part of the run's samples with a high finding, e.g. 0.5")
+        return None
+    share = value["share"]
+    if not ctx.expect(share, (int, float), path + ("share",), "share", "a number"):
+        return None
+    if not 0 < share <= 1:
+        ctx.error(BadValueError, path + ("share",), "share must be above 0 and at most 1")
+    min_samples = 5
+    if "min_samples" in value and ctx.expect(value["min_samples"], int,
+                                             path + ("min_samples",), "min_samples",
+                                             "an integer"):
+        min_samples = int(value["min_samples"])
+        if min_samples < 1:
+            ctx.error(BadValueError, path + ("min_samples",), "min_samples must be 1 or more")
+    categories = None
+    if "categories" in value:
+        cats = value["categories"]
+        if ctx.expect(cats, list, path + ("categories",), "categories", "a list"):
+            if all(ctx.expect(c, str, path + ("categories", i), "category", "a string")
+                   for i, c in enumerate(cats)):
+                categories = frozenset(cats)
+    if ctx.failed:
+        return None
+    line, _ = ctx.doc.loc(path)
+    return InterruptSpec(float(share), min_samples, categories, f"{ctx.doc.file}:{line}")
+
+
+def parse_policy(text: str, file: str, name: str = "file") -> tuple[Layer, InterruptSpec | None,
+                                                                    bool]:
+    """A policy document: its layer, its interrupt, and whether it keeps the defaults.
+    Raises :class:`PolicyErrors` with every error found."""
+    errors: list[RuleError] = []
+    docs = load_docs(text, file, errors)
+    layer = Layer(name)
+    interrupt: InterruptSpec | None = None
+    keep_defaults = True
+    if len(docs) > 1:
+        errors.append(WrongTypeError("an action policy is one YAML document", file=file,
+                                     line=docs[1].start_line, col=1,
+                                     hint="remove the second '---'"))
+    for doc in docs[:1]:
+        ctx = _Ctx(doc, errors)
+        data = doc.data
+        if not ctx.expect(data, dict, (), "an action policy", "a mapping"):
+            break
+        ctx.keys(data, (), FILE_KEYS, "the action policy")
+        if "defaults" in data and ctx.expect(data["defaults"], bool, ("defaults",),
+                                             "defaults", "true or false"):
+            keep_defaults = bool(data["defaults"])
+        for kind in ("rules", "categories"):
+            table = data.get(kind)
+            if table is None:
+                continue
+            if not ctx.expect(table, dict, (kind,), kind, "a mapping of name: act block"):
+                continue
+            for key, block in table.items():
+                if not isinstance(key, str):
+                    ctx.error(WrongTypeError, (kind, key), "a name must be a string",
+                              at_key=True)
+                    continue
+                spec = _act(block, ctx, (kind, key))
+                if spec is not None:
+                    getattr(layer, kind)[key] = spec
+                    layer.locs[(kind, key)] = (doc, (kind, key))
+        run = data.get("run")
+        if run is not None and ctx.expect(run, dict, ("run",), "run", "a mapping") and ctx.keys(
+                run, ("run",), RUN_KEYS, "run") and "interrupt" in run:
+            interrupt = _interrupt(run["interrupt"], ctx, ("run", "interrupt"))
+    if errors:
+        raise PolicyErrors(errors)
+    return layer, interrupt, keep_defaults
+
+
+def read_policy_file(path: str | os.PathLike[str]) -> str:
+    """A policy file's text; a missing, unreadable or non-regular file is a located
+    error (as rule files: a FIFO would block the watch, a device never end)."""
+    p = str(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with open(fd, encoding="utf-8") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise PolicyErrors([FileError("not a regular file (a device, FIFO or socket)",
+                                              file=p, hint="an action policy is a YAML file")])
+            return fh.read(MAX_FILE_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyErrors([FileError(f"cannot read the action policy: {exc}", file=p,
+                                      hint="check the path given to --act-policy")]) from exc
+
+
+def load_policy(path: str | os.PathLike[str] | None = None, *, builtin: bool = True,
+                rule_acts: Mapping[str, ActSpec] | None = None) -> Policy:
+    """The policy of a watch: the file at ``path`` (if any) over the rules' own ``act:``
+    blocks (``rule_acts``, rule id → block) over the built-in defaults (unless the file
+    says ``defaults: false`` or ``builtin`` is false). Raises :class:`PolicyErrors`."""
+    layers: list[Layer] = []
+    interrupt = None
+    keep = builtin
+    if path is not None:
+        layer, interrupt, keep_defaults = parse_policy(read_policy_file(path), str(path))
+        keep = keep and keep_defaults
+        layers.append(layer)
+    else:
+        layers.append(Layer("file"))
+    layers.append(Layer("rules", rules=dict(rule_acts or {})))
+    if keep:
+        layers.append(parse_policy(DEFAULTS.read_text(encoding="utf-8"), str(DEFAULTS),
+                                   "defaults")[0])
+    return Policy(layers, interrupt)
+
+
+# -- the rules' own blocks --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleActBlock:
+    """A rule's own ``act:`` block as the rule loader keeps it: the raw value, the
+    located document it was read from, and its path in that document."""
+
+    value: Any
+    doc: Doc
+    path: Path_ = ("act",)
+
+
+def rule_act_block(rule: Any) -> RuleActBlock | None:
+    """A loaded rule's own ``act:`` block, or ``None`` (no block, or a rule engine that
+    does not keep one yet). The one place that reads it off a compiled rule: the loader
+    keeps it raw, with its location, as ``rule.act_block``."""
+    block = getattr(rule, "act_block", None)
+    if block is None or isinstance(block, RuleActBlock):
+        return block
+    if isinstance(block, tuple) and len(block) in (2, 3):
+        return RuleActBlock(*block)
+    doc = getattr(block, "doc", None)
+    if isinstance(doc, Doc):  # an object of the loader's own with value, doc (and path)
+        return RuleActBlock(getattr(block, "value", None), doc,
+                            tuple(getattr(block, "path", ("act",))))
+    raise TypeError(f"rule {getattr(rule, 'id', '?')}: act_block of unknown shape "
+                    f"{type(block).__name__}")
+
+
+def rule_acts(rules: Iterable[Any]) -> dict[str, ActSpec]:
+    """The rules' own ``act:`` blocks, parsed (rule id → block), for :func:`load_policy`.
+    Raises :class:`PolicyErrors` with every located error of every block."""
+    out: dict[str, ActSpec] = {}
+    errors: list[RuleError] = []
+    for rule in rules:
+        block = rule_act_block(rule)
+        if block is None:
+            continue
+        got = parse_act(block.value, block.doc, block.path)
+        if isinstance(got, list):
+            errors += got
+        else:
+            out[str(rule.id)] = got
+    if errors:
+        raise PolicyErrors(errors)
+    return out
+
+
+# -- references ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What the policy is checked against for one loaded rule: its category and the
+    facts its detector emits (``None``: not known, not checked)."""
+
+    category: str
+    facts: frozenset[str] | None = None
+
+
+def check_references(policy: Policy, rules: Mapping[str, RuleInfo]) -> None:
+    """The policy file names loaded rules and categories, and its conditions name facts
+    those rules have; raises :class:`PolicyErrors` (W121, W119) otherwise. Entries of the
+    built-in defaults for rules not loaded (``--only``, ``--disable``) are fine."""
+    errors: list[RuleError] = []
+    categories: dict[str, set[str] | None] = {}
+    for info in rules.values():
+        have = categories.setdefault(info.category, set())
+        if have is not None:
+            if info.facts is None:
+                categories[info.category] = None
+            else:
+                have.update(info.facts)
+    for layer in policy.layers:
+        if layer.name == "rules":  # a rule's own block: the facts of that rule
+            for name, spec in layer.rules.items():
+                known_rule = rules.get(name)
+                if known_rule is not None and known_rule.facts is not None:
+                    errors += _unknown_facts(name, spec, known_rule.facts, None)
+        if layer.name != "file":
+            continue
+        for (kind, name), (doc, path) in layer.locs.items():
+            ctx = _Ctx(doc, errors)
+            known = list(rules) if kind == "rules" else list(categories)
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                what = "rule id" if kind == "rules" else "category"
+                ctx.error(UnknownSelectionError, path, f"no loaded {what} {name!r}",
+                          f"did you mean {close[0]!r}?" if close else
+                          f"loaded {kind}: " + ", ".join(sorted(known)), at_key=True)
+                continue
+            spec = (layer.rules if kind == "rules" else layer.categories)[name]
+            facts = rules[name].facts if kind == "rules" else categories[name]
+            if facts is None:
+                continue
+            errors += _unknown_facts(name, spec, facts, doc)
+    if errors:
+        raise PolicyErrors(errors)
+
+
+def _unknown_facts(name: str, spec: ActSpec, facts: Iterable[str],
+                   doc: Doc | None) -> list[RuleError]:
+    """W119 for each condition of ``spec`` on a fact ``name``'s rules do not have."""
+    allowed = set(facts) | COMMON_FACTS
+    file = doc.file if doc is not None else spec.source.rsplit(":", 1)[0]
+    out: list[RuleError] = []
+    for t in spec.facts:
+        if t.name not in allowed:
+            close = difflib.get_close_matches(t.name, sorted(allowed), n=1)
+            out.append(UnknownFactError(
+                f"{name!r} has no fact {t.name!r}", file=file, line=t.line, col=t.col,
+                source_line=doc.source_line(t.line) if doc is not None else None,
+                hint=(f"did you mean {close[0]!r}? " if close else "") +
+                "facts: " + ", ".join(sorted(allowed))))
+    return out
