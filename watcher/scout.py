@@ -229,13 +229,14 @@ def _row_dict(row: SampleRow) -> dict[str, Any]:
 
 
 def _context(listing: _Listing, i: int) -> RunContext:
-    """The task context of row ``i`` as the watch builds it: it lists the rows in order and
-    counts each finished one before judging it, so a sample is compared with itself and
-    the finished samples listed before it."""
+    """The task context of row ``i`` as the watch builds it over a finished log: every
+    finished sample is counted before any row is judged, and the context is complete
+    when all of them are (outliers are judged against the whole task)."""
     ctx = RunContext(task=listing.task.task)
-    for row in listing.rows[: i + 1]:
+    for row in listing.rows:
         if row.terminal:
             ctx.add(row.raw)
+    ctx.complete = listing.task.finished and all(r.terminal for r in listing.rows)
     return ctx
 
 

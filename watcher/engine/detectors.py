@@ -1768,6 +1768,11 @@ class SampleRowState(RuleState):
         self.spec = spec
 
     def row(self, row: dict[str, Any], context: RunContext | None, now: float) -> list[Finding]:
+        if self.spec.outlier is not None:
+            if context is None or not context.complete:
+                return []  # judged once every sample of the task is known (RunContext)
+        elif context is not None and context.outliers_only:
+            return []  # that late pass is for outliers alone
         view = dict(row)
         ctx_view = context.view(row) if context is not None else {}
         view["context"] = ctx_view
@@ -1778,7 +1783,7 @@ class SampleRowState(RuleState):
         if self.spec.outlier is not None:
             fname, factor, min_n = self.spec.outlier
             value = row.get(fname)
-            values = context.values(fname, row) if context is not None else []
+            values = context.stats.get(fname, []) if context is not None else []
             if not isinstance(value, (int, float)) or len(values) < min_n:
                 return []
             med = statistics.median(values)

@@ -96,6 +96,10 @@ class RunOptions:
         return zlib.crc32(f"{sample_id}:{epoch}".encode()) % n == k
 
 
+# seconds a finished task whose samples were all read waits for a listing that shows
+# their rows final (with the sample buffer the eval is listed every few seconds)
+FINAL_ROWS_WAIT = 10.0
+
 # with a source that reports which samples moved (the sample buffer), list samples
 # (ask the eval) at least this often, for status changes and attempts
 LISTING_EVERY_WITH_BUFFER = 3.0
@@ -176,6 +180,7 @@ class TaskWatcher:
         self.unreadable: set[tuple[str, int]] = set()  # given up on: reported, counted
         self.task_failures = 0  # cycles in a row whose listing failed
         self.failed = False  # the task's log could not be read: given up
+        self._final_wait: float | None = None  # since when rows_final has waited
         # each sample's last events, shortened (opts.recent_events; read by front ends
         # from another thread: a deque's copy is atomic)
         self.recent: dict[tuple[str, int], deque[dict[str, Any]]] = {}
@@ -202,7 +207,20 @@ class TaskWatcher:
             return True
         if not self.task.finished or self.as_of is None:
             return False
-        return all(s.done for s in self.streams.values())
+        if not all(s.done for s in self.streams.values()):
+            return False
+        return self.rows_final
+
+    @property
+    def rows_final(self) -> bool:
+        """Every row of the finished task is terminal, or has had time to become so: a
+        sample read to its end can still be listed as running until the next listing,
+        and what is judged over the whole task (outliers) needs the final rows."""
+        if all(r.terminal for r in self.rows.values()):
+            return True
+        if self._final_wait is None:
+            self._final_wait = time.monotonic()
+        return time.monotonic() - self._final_wait > FINAL_ROWS_WAIT
 
     def ref(self, sample_id: str, epoch: int, attempt: int) -> SampleRef:
         t = self.task
@@ -286,6 +304,32 @@ class TaskWatcher:
         for key, stream in self.streams.items():
             if not stream.done:
                 self._tick(key, stream, now)
+        self.judge_whole_task()
+
+    def judge_whole_task(self) -> None:
+        """Once every sample of a finished task is known, judge what needs them all
+        (outliers against the task's median), once; a log read after its run knows them
+        all at its first listing, a live watch when the task ends (see RunContext)."""
+        if self.context.complete or not self.task.finished or not self.rows or (
+                not self.rows_final):
+            return
+        self.context.complete = True
+        self.context.outliers_only = True
+        try:
+            for key, row in self.rows.items():
+                if not self.opts.owns(*key) or key in self.unreadable:
+                    continue
+                watch = self.watches.get(key)
+                if watch is not None:
+                    self._findings(watch.sample_row(row.raw, self.context))
+                    continue
+                # closed: a watch of its own for this pass (only outlier rules answer)
+                late = self.engine.open_sample(self.ref(key[0], key[1], row.attempt))
+                found = late.sample_row(row.raw, self.context)
+                if found:
+                    self._findings(found + late.finalize(time.time()))
+        finally:
+            self.context.outliers_only = False
         if self.source.live:  # open findings again, with what their samples spent since
             for meter in list(self.meters.values()):
                 for f in meter.refreshed():
@@ -684,6 +728,8 @@ class SourceWatcher:
                     tw.task = info
                     for stream in tw.streams.values():
                         stream.task = info
+                if tw.finished:
+                    tw.judge_whole_task()  # its last cycle may have had all it needs
                 if not tw.finished:
                     try:
                         tw.cycle(now)
@@ -812,6 +858,7 @@ class SourceWatcher:
                 tw._poll(key, stream, time.time(), final=True)
                 if stream.done:
                     break
+        tw.judge_whole_task()
 
     def run(self, stop: threading.Event) -> None:
         """Poll until finished, gone or stopped."""

@@ -1,0 +1,82 @@
+"""What is judged over a whole task (outliers against its median) is judged once every
+sample has finished, live as post-hoc: a median over the samples seen so far would make
+a live finding depend on when the watch looked."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from watcher.app import WatchOptions, load_engine
+from watcher.findings import Finding
+from watcher.run.runner import RunOptions, TaskWatcher
+from watcher.sources.base import (
+    EventPage,
+    SampleListing,
+    SampleRow,
+    Source,
+    TaskInfo,
+    encode_cursor,
+)
+from watcher.state import WatchState
+
+TOKENS = {"s1": 100, "s2": 120, "s3": 110, "s4": 90, "s5": 105, "s6": 2000}
+
+
+class Rows(Source):
+    """A listing whose rows finish one by one (``done``); every sample has no events."""
+
+    name = "fake"
+    live = True
+
+    def __init__(self) -> None:
+        self.done: set[str] = set()
+
+    def tasks(self) -> list[TaskInfo]:
+        return []
+
+    def samples(self, task: TaskInfo, active_since: float | None = None,
+                all_rows: bool = False) -> SampleListing:
+        rows = []
+        for sid, tokens in TOKENS.items():
+            status = "completed" if sid in self.done else "running"
+            rows.append(SampleRow(sample_id=sid, epoch=1, status=status, raw={
+                "sample_id": sid, "epoch": 1, "status": status, "total_tokens": tokens}))
+        return SampleListing(as_of=1.0, samples=rows)
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: str, limit: int = 500) -> EventPage:
+        return EventPage(events=[], next=encode_cursor("n", 0),
+                         done=sample_id in self.done)
+
+    def close(self) -> None:
+        pass
+
+
+def _outliers(out: list[Any]) -> list[tuple[str, str]]:
+    return [(f.sample.sample_id, f.status) for f in out
+            if isinstance(f, Finding) and f.rule == "token-outlier"]
+
+
+def test_outliers_wait_for_the_whole_task_and_are_judged_once() -> None:
+    src = Rows()
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
+    out: list[Any] = []
+    with ThreadPoolExecutor(2) as pool:
+        tw = TaskWatcher(src, task, load_engine(WatchOptions()), RunOptions(),
+                         WatchState(), out.append, pool)
+        # s6 finishes first, huge; live, its siblings' totals are not known yet
+        src.done = {"s6"}
+        tw.cycle(100.0)
+        src.done = set(TOKENS)  # all finished, the task not yet
+        tw.cycle(101.0)
+        assert _outliers(out) == []
+        assert ("s6", 1) not in tw.watches, "s6 was read to its end and closed"
+        tw.task = TaskInfo(eval_id="e", task="t", task_id="t", model="m",
+                           status="success")
+        tw.cycle(102.0)
+        tw.cycle(103.0)
+    assert [sid for sid, _ in _outliers(out)] == ["s6", "s6"]  # open, then ended
+    (f,) = [f for f in out if isinstance(f, Finding) and f.rule == "token-outlier"
+            and f.status == "open"]
+    assert f.evidence.facts["compared_with"] == 6 and f.evidence.facts["median"] == 107.5
