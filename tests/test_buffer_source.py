@@ -351,6 +351,7 @@ def test_a_vouched_tracked_attempt_is_read_in_process(setup: Any) -> None:
     assert not src.reads_in_process(task, "s1", 1, encode_cursor("other-attempt", 2))
     assert not src.reads_in_process(task, "s2", 1, page.next)
     buf.complete()  # its end comes from the eval, which may make the read wait
+    time.sleep(0.25)  # the summary's status is read again after the tail interval
     assert not src.reads_in_process(task, "s1", 1, page.next)
 
 
@@ -403,6 +404,7 @@ def test_a_finished_sample_releases_its_view(setup: Any) -> None:
     reader = src._readers["e"]
     assert reader is not None and ("s1", 1) in reader._views
     buf.complete()
+    time.sleep(0.25)  # the summary's status is read again after the tail interval
     done = EventPage(events=[], next=encode_cursor(NONCE, 2), done=True)
     inner.events = lambda *a, **k: done  # type: ignore[method-assign]
     assert _read(src, task, page.next).done

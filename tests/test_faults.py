@@ -234,6 +234,21 @@ def test_stream_delivers_exactly_once_across_transient_failures(
     assert got == [e["uuid"] for e in events], "events lost, repeated or out of order"
 
 
+def test_a_short_page_ends_the_poll_without_asking_again(fake: FakeControlServer) -> None:
+    """A page that scanned fewer events than its limit reached the transcript's end: a
+    second request per sample and poll would find nothing (or what the next poll gets)."""
+    events = _repeat_events(5)  # 10 events
+    sample = fake.add_sample("s1", events[:3])
+    src = _source(fake)
+    stream = SampleStream(_task(src), "s1", 1, types=None, tier="content", page_limit=4)
+    assert [e["uuid"] for e in stream.poll(src).events] == [e["uuid"] for e in events[:3]]
+    assert fake.count("sample/events") == 1
+    sample.events = list(events)  # 7 more: a full page of 4, then a short one of 3
+    assert len(stream.poll(src).events) == 7
+    assert fake.count("sample/events") == 3
+    assert stream.poll(src).events == [] and fake.count("sample/events") == 4
+
+
 def test_pending_event_completed_after_a_failure_is_delivered_once(
         fake: FakeControlServer) -> None:
     done = _repeat_events(3)

@@ -115,6 +115,7 @@ class SampleStream:
         observed = held = 0
         self.behind = True  # until a page shows we caught up
         for pages in range(MAX_PAGES_PER_POLL):
+            read_from = page_start
             try:
                 page: EventPage = source.events(
                     self.task, self.sample_id, self.epoch, since=page_start, types=self.types,
@@ -183,7 +184,7 @@ class SampleStream:
                 item.done = True
                 self.behind = False
                 break
-            if not advanced:
+            if not advanced or self._short(read_from, page.next):
                 self.behind = False
                 break
         self.cursor = page_start
@@ -214,6 +215,20 @@ class SampleStream:
         else:
             self.polls_without_change += 1
         return item
+
+    def _short(self, start: str | None, nxt: str | None) -> bool:
+        """The page scanned fewer events than its limit: it reached the end of what the
+        transcript held when it was read, so reading on would only find the events
+        written since (the next poll's). Known only where the cursors can be peeked at
+        (see :func:`cursor_nonce`); otherwise the stream reads on until a page is empty.
+        Saves a request per sample per poll, half of a live watch's reads."""
+        end_nonce, end = decode_cursor(nxt)
+        if end_nonce is None:
+            return False
+        start_nonce, begin = decode_cursor(start) if start is not None else (end_nonce, 0)
+        if start_nonce != end_nonce:  # a new attempt: the server restarted at offset 0
+            begin = 0
+        return end - begin < self.page_limit
 
     def _give_up_pending(self, item: StreamItem) -> None:
         """Too many events wait behind a pending one: report a gap and move on."""

@@ -18,6 +18,7 @@ defaults written here.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -206,6 +207,7 @@ def encode_cursor(nonce: str, offset: int) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii")
 
 
+@functools.lru_cache(maxsize=4096)
 def decode_cursor(token: str | None) -> tuple[str | None, int]:
     """``(nonce, offset)`` of a control-channel cursor; a missing or garbled one means
     "from the start" ``(None, 0)``, and a negative offset reads as 0 (as the server does)."""
