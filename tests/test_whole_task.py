@@ -31,6 +31,7 @@ class Rows(Source):
 
     def __init__(self) -> None:
         self.done: set[str] = set()
+        self.quiet = False  # nothing changes: a listing of what moved since is empty
 
     def tasks(self) -> list[TaskInfo]:
         return []
@@ -38,6 +39,8 @@ class Rows(Source):
     def samples(self, task: TaskInfo, active_since: float | None = None,
                 all_rows: bool = False) -> SampleListing:
         rows = []
+        if self.quiet and active_since is not None:
+            return SampleListing(as_of=2.0, samples=rows)
         for sid, tokens in TOKENS.items():
             status = "completed" if sid in self.done else "running"
             rows.append(SampleRow(sample_id=sid, epoch=1, status=status, raw={
@@ -80,3 +83,28 @@ def test_outliers_wait_for_the_whole_task_and_are_judged_once() -> None:
     (f,) = [f for f in out if isinstance(f, Finding) and f.rule == "token-outlier"
             and f.status == "open"]
     assert f.evidence.facts["compared_with"] == 6 and f.evidence.facts["median"] == 107.5
+
+
+def test_quiet_samples_clock_rules_are_checked_every_few_seconds() -> None:
+    """A fleet of quiet samples is not re-checked every cycle (28 rule states each): a
+    sample that was read is checked at once, the others every TICK_EVERY seconds."""
+    from watcher.run.runner import TICK_EVERY
+
+    src = Rows()
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
+    ticks: list[tuple[str, float]] = []
+    with ThreadPoolExecutor(2) as pool:
+        tw = TaskWatcher(src, task, load_engine(WatchOptions()), RunOptions(),
+                         WatchState(), lambda out: None, pool)
+        tw.cycle(100.0)  # lists and reads every sample: each is checked
+        src.quiet = True
+        for key, watch in tw.watches.items():
+            def tick(now: float, status: Any, sid: str = key[0],
+                     real: Any = watch.tick) -> list[Any]:
+                ticks.append((sid, now))
+                return real(now, status)
+            watch.tick = tick  # type: ignore[method-assign]
+        for step in range(1, int(TICK_EVERY) + 1):
+            tw.cycle(100.0 + step)
+    assert {now for _, now in ticks} == {100.0 + TICK_EVERY}
+    assert sorted(sid for sid, _ in ticks) == sorted(TOKENS)
