@@ -169,6 +169,26 @@ def events_in(log_dir: Path) -> int:
     return total
 
 
+class _Tee:
+    """stdout, copied into a file."""
+
+    def __init__(self, stream: Any, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.stream, self.file = stream, path.open("w")
+
+    def write(self, text: str) -> int:
+        self.file.write(text)
+        self.file.flush()
+        return int(self.stream.write(text))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _tee(path: Path) -> None:
+    sys.stdout = _Tee(sys.stdout, path)  # type: ignore[assignment]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=125)
@@ -180,7 +200,14 @@ def main() -> None:
     ap.add_argument("--profile", metavar="FILE",
                     help="sample the live watcher with py-spy (threads holding the GIL) into "
                          "FILE, collapsed stacks; py-spy must be installed, its CPU counts")
+    ap.add_argument("--save", action="store_true",
+                    help="also write this report to benchmarks/results/ (the figures the "
+                         "README quotes)")
     args = ap.parse_args()
+    if args.save:
+        name = (f"live_replay-{args.samples}x{args.epochs}-delay{args.turn_delay:g}"
+                f"-poll{args.poll:g}-{args.engine}.txt")
+        _tee(REPO / "benchmarks" / "results" / name)
     banner("bench_live_replay")
     work = tmpdir("bench-replay-")
     data = scripts(args.samples)
@@ -287,6 +314,9 @@ def main() -> None:
             and n.get("notice") in ("gap", "unreadable", "sample_abandoned")]
     print(f"live notices of unread events: {len(gaps)}")
     print(f"(work dir {work})")
+    rev = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                         capture_output=True, text=True).stdout.strip()
+    print(f"watcher at commit {rev}")
 
 
 if __name__ == "__main__":
