@@ -20,11 +20,19 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 COMPILED = [
+    # the run time: every event of every rule goes through these
+    "watcher/engine/rule.py",
+    "watcher/engine/text.py",
+    "watcher/engine/gate.py",
+    "watcher/engine/scanmatch.py",
     "watcher/engine/detectors.py",
     "watcher/engine/runtime.py",
-    "watcher/engine/compile.py",
-    "watcher/engine/model.py",
-    "watcher/engine/scanmatch.py",
+    # load time, but what it builds runs per event: getters, predicates, searches,
+    # exception and fact tests are closures defined in these modules
+    "watcher/engine/lang/paths.py",
+    "watcher/engine/lang/predicates.py",
+    "watcher/engine/lang/regex.py",
+    "watcher/engine/lang/schema.py",
     # every event of every source passes through these two before the rules see it
     "watcher/events.py",
     "watcher/stream.py",
@@ -33,7 +41,7 @@ COMPILED = [
 # findings cross process boundaries (``watch --jobs``)
 
 # hand-written C beside the compiled modules: whitespace folding without a string per
-# word (watcher/engine/_fold.c; compile.collapse_ws falls back to Python without it)
+# word (watcher/engine/_fold.c; text.collapse_ws falls back to Python without it)
 FOLD = Extension("watcher.engine._fold", ["watcher/engine/_fold.c"])
 
 

@@ -8,7 +8,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.engine.compile import _combine, required_literals
+from watcher.engine.lang.regex import combine as _combine
+from watcher.engine.lang.regex import required_literals
 from watcher.resources import bundled_dir
 
 

@@ -122,7 +122,8 @@ _DOCS = st.fixed_dictionaries({}, optional={
 def test_generated_where_matches_jmespath_truthiness(expr: str, doc: dict) -> None:
     import jmespath
 
-    from watcher.engine.compile import Ctx, compile_path, truthy
+    from watcher.engine.lang.ctx import Ctx
+    from watcher.engine.lang.paths import compile_path, truthy
     from watcher.engine.yamlsrc import Doc
 
     cp = compile_path(expr, Ctx(Doc.__new__(Doc), []), (), "where")
@@ -141,7 +142,7 @@ def test_generated_where_matches_jmespath_truthiness(expr: str, doc: dict) -> No
 def test_truthy_is_jmespath_truthiness(value: Any) -> None:
     import jmespath
 
-    from watcher.engine.compile import truthy
+    from watcher.engine.lang.paths import truthy
 
     assert truthy(value) is (not jmespath.search("!x", {"x": value}))
 
@@ -155,7 +156,8 @@ def test_field_test_wheres_run_as_one_native_call(expr: str) -> None:
     interpreted, the lambda is the cheaper of the two and is kept."""
     import jmespath
 
-    from watcher.engine.compile import COMPILED_HERE, Ctx, FieldTests, _field_tests, compile_path
+    from watcher.engine.lang.ctx import Ctx
+    from watcher.engine.lang.paths import COMPILED_HERE, FieldTests, _field_tests, compile_path
     from watcher.engine.yamlsrc import Doc
 
     cp = compile_path(expr, Ctx(Doc.__new__(Doc), []), (), "where")
@@ -169,7 +171,7 @@ def test_field_tests_match_jmespath_truthiness(expr: str, doc: dict) -> None:
     """FieldTests itself, whichever path compile_path takes in this build."""
     import jmespath
 
-    from watcher.engine.compile import _field_tests, truthy
+    from watcher.engine.lang.paths import _field_tests, truthy
 
     tests = _field_tests(jmespath.compile(expr).parsed)
     if tests is None:  # not a conjunction of field tests
@@ -183,7 +185,8 @@ def test_field_tests_match_jmespath_truthiness(expr: str, doc: dict) -> None:
 
 def test_generated_where_keeps_jmespath_equality_of_bools_and_numbers() -> None:
     """Python says 0 == False and 1 == True; JMESPath does not."""
-    from watcher.engine.compile import Ctx, compile_path
+    from watcher.engine.lang.ctx import Ctx
+    from watcher.engine.lang.paths import compile_path
     from watcher.engine.yamlsrc import Doc
 
     def test(expr: str, doc: dict) -> bool:
@@ -202,7 +205,8 @@ def test_generated_where_keeps_jmespath_equality_of_bools_and_numbers() -> None:
 def test_three_step_paths_follow_every_step() -> None:
     """JMESPath parses a.b.c as one node with three children; the fast getters once
     stopped after the second."""
-    from watcher.engine.compile import Ctx, compile_path
+    from watcher.engine.lang.ctx import Ctx
+    from watcher.engine.lang.paths import compile_path
     from watcher.engine.yamlsrc import Doc
 
     cp = compile_path("a.b.c", Ctx(Doc.__new__(Doc), []), (), "field")
@@ -416,7 +420,7 @@ def test_collapse_ws_is_split_and_join(text: str) -> None:
     stripped."""
     import re
 
-    from watcher.engine.compile import collapse_ws
+    from watcher.engine.text import collapse_ws
 
     assert collapse_ws(text) == " ".join(text.split())
     assert collapse_ws(text) == re.sub(r"\s+", " ", text).strip()
@@ -440,8 +444,8 @@ def test_engine_lower_cases_as_cpython_does(text: str) -> None:
     """The compiled engine's lower-casing must be CPython's (mypyc's own ``str.lower``
     turns a final Σ into σ, not ς): repeat keys, near-identity texts and the text of
     case-insensitive tests all go through it."""
-    from watcher.engine.compile import lower
     from watcher.engine.detectors import normalise_text
+    from watcher.engine.text import lower
 
     assert lower(text) == text.lower()
     assert normalise_text(text, ("case",)) == text.lower().replace("…", "...")

@@ -18,18 +18,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rapidfuzz import fuzz
 
-from watcher.engine.compile import (
-    CUT_MARK,
-    CompiledPath,
-    Ctx,
-    PredicateCompiler,
-    cache_key,
-    collapse_ws,
-    compile_path,
-    lower,
-    unmark,
-)
 from watcher.engine.errors import BadDetectorParamsError
+from watcher.engine.lang.ctx import Ctx
+from watcher.engine.lang.paths import compile_path
+from watcher.engine.lang.predicates import PredicateCompiler
+from watcher.engine.rule import CLOCK, EVENT, ROW, CompiledPath
+from watcher.engine.text import CUT_MARK, cache_key, collapse_ws, lower, unmark
 from watcher.engine.yamlsrc import Path_
 from watcher.events import CONTENT_WIDTH, WHOLE, Event, is_cut
 from watcher.findings import (
@@ -41,7 +35,7 @@ from watcher.findings import (
 )
 
 if TYPE_CHECKING:
-    from watcher.engine.model import Rule
+    from watcher.engine.rule import Rule
     from watcher.engine.runtime import RunContext, SampleStatus, SampleWatch
 
 Pred = Callable[[dict[str, Any]], bool]
@@ -1964,3 +1958,5 @@ FACTS_OF: dict[str, frozenset[str]] = {
     "sample": SAMPLE_FACTS,
     "unseen": UNSEEN_FACTS,
 }
+# what drives each kind (see rule.EVENT, CLOCK, ROW)
+DRIVES: dict[str, str] = {k: EVENT for k in EVENT_DETECTORS} | {"idle": CLOCK, "sample": ROW}

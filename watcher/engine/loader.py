@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from watcher.engine.compile import Ctx, Registry
 from watcher.engine.errors import (
     DuplicateIdError,
     FileError,
@@ -26,7 +25,10 @@ from watcher.engine.errors import (
     UnknownSelectionError,
     WrongTypeError,
 )
-from watcher.engine.model import ExceptionSpec, Rule, parse_exception, parse_rule
+from watcher.engine.lang.ctx import Ctx
+from watcher.engine.lang.predicates import Registry
+from watcher.engine.lang.schema import parse_exception, parse_rule
+from watcher.engine.rule import ExceptionSpec, Rule
 from watcher.engine.yamlsrc import MAX_FILE_BYTES, Doc, load_docs
 from watcher.events import TIERS, tier_rank
 

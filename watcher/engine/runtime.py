@@ -18,9 +18,10 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
-from watcher.engine.compile import Gate, collapse_ws, never
 from watcher.engine.detectors import RuleState, whole_value
-from watcher.engine.model import ExceptionSpec, Rule
+from watcher.engine.gate import Gate
+from watcher.engine.rule import ExceptionSpec, Rule, never
+from watcher.engine.text import collapse_ws
 from watcher.events import TIERS, Event, Tier, tier_rank
 from watcher.findings import Finding, SampleRef
 
