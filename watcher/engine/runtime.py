@@ -20,7 +20,7 @@ from mypy_extensions import mypyc_attr
 
 from watcher.engine.detectors import RuleState, whole_value
 from watcher.engine.gate import Gate
-from watcher.engine.rule import ExceptionSpec, Rule, never
+from watcher.engine.rule import CLOCK, ExceptionSpec, Rule, never
 from watcher.engine.text import collapse_ws
 from watcher.events import TIERS, Event, Tier, tier_rank
 from watcher.findings import Finding, SampleRef
@@ -226,8 +226,8 @@ class SampleWatch:
             None if r.reads_events else r.detector.new_state(r, self) for r in eng.rules]
         # events of each population seen so far (see Engine.populations)
         self.pop: list[int] = [0] * len(eng.populations)
-        self.idle = [s for s in self.state_list
-                     if s is not None and s.rule.detect_kind == "idle"]
+        # clock-driven states: anything new on the sample ends their episode
+        self.clocked = [s for s in self.state_list if s is not None and s.rule.drive == CLOCK]
         self.last_ts = 0.0
         self.finalized = False
         # hashes of the user messages that prompted model turns so far (bounded): one seen
@@ -271,7 +271,7 @@ class SampleWatch:
         if event.get("prompt_role") == "user":
             self._prompt_seen(event)
         out: list[Finding] = []
-        for st in self.idle:
+        for st in self.clocked:
             if st.ep is not None:
                 out += st.activity(ts)
         eng = self.engine
@@ -322,20 +322,17 @@ class SampleWatch:
                 del seen[next(iter(seen))]
 
     def tick(self, now: float, status: SampleStatus) -> list[Finding]:
-        """Clock-driven checks: idle rules, and time windows that closed without events."""
+        """Clock-driven checks: clock-driven rules, and time windows that closed without
+        events (each state's ``tick``)."""
         out: list[Finding] = []
         for s in self.state_list:
-            if s is None:
-                continue
-            if s.rule.detect_kind == "idle":
+            if s is not None:
                 out += s.tick(now, status)
-            elif s.rule.reads_events:
-                out += s.expire(now)
         return out
 
     def sample_row(self, row: Any, context: RunContext | None = None,
                    now: float | None = None) -> list[Finding]:
-        """Run sample rules over a samples-listing row (a dict or a ``SampleRow``)."""
+        """Run row-driven rules over a samples-listing row (a dict or a ``SampleRow``)."""
         if not isinstance(row, dict):
             raw = dict(getattr(row, "raw", {}) or {})
             raw.setdefault("status", getattr(row, "status", None))
@@ -346,7 +343,7 @@ class SampleWatch:
         when = now if now is not None else (self.last_ts or time.time())
         out: list[Finding] = []
         for s in self.state_list:
-            if s is not None and s.rule.detect_kind == "sample":
+            if s is not None:
                 out += s.row(row, context, when)
         return out
 

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from watcher.engine.detectors import DETECTORS, DRIVES, EVENT_DETECTORS, FACTS_OF
+from watcher.engine.detectors import DETECTORS
+from watcher.engine.detectors.params import Kind, Problem
 from watcher.engine.errors import (
     BadDetectorParamsError,
     BadIdError,
@@ -25,12 +26,13 @@ from watcher.engine.errors import (
     UnknownFactError,
     WrongTypeError,
 )
-from watcher.engine.lang.ctx import Ctx
+from watcher.engine.lang.ctx import Ctx, did_you_mean
+from watcher.engine.lang.params import check_table
 from watcher.engine.lang.paths import compile_path
 from watcher.engine.lang.predicates import PREDICATE_KEYS, PredicateCompiler, Registry, specialise
 from watcher.engine.lang.regex import compile_regex
 from watcher.engine.lang.templates import compile_template
-from watcher.engine.rule import CompiledPath, ConfidenceCondition, ExceptionSpec, Rule
+from watcher.engine.rule import EVENT, CompiledPath, ConfidenceCondition, ExceptionSpec, Pred, Rule
 from watcher.engine.text import bound_text
 from watcher.engine.yamlsrc import Doc, Path_
 from watcher.events import TIERS, tier_rank, to_text
@@ -236,7 +238,7 @@ def _parse_tests(value: Any, ctx: Ctx, path: Path_, rule_file: str) -> tuple[dic
     return tuple(out)
 
 
-def _typed(predicate: Callable[[dict[str, Any]], bool] | None, events: frozenset[str] | None,
+def _typed(predicate: Pred | None, events: frozenset[str] | None,
            registry: Registry) -> dict[str, Any]:
     """The rule's predicate specialised to each event type it reads, where that differs."""
     if predicate is None or not events:
@@ -249,66 +251,91 @@ def _typed(predicate: Callable[[dict[str, Any]], bool] | None, events: frozenset
     return out
 
 
-def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | None:
-    """Validate and compile one rule document; errors go to ``errors``."""
-    data = doc.data
-    rid = data.get("id") if isinstance(data.get("id"), str) else None
-    ctx = Ctx(doc, errors, rid)
-    ctx.check_keys(data, (), RULE_KEYS, ["id", "title", "category", "severity", "detect"])
+# the plain fields of a rule, in the order they are checked: (key, kind, default, what)
+# kinds: "str", "bool", "strs" (a string or a list of strings), an enum's values, and
+# "category" (snake_case)
+META: tuple[tuple[str, Any, Any], ...] = (
+    ("title", "str", ""),
+    ("category", "category", ""),
+    ("severity", SEVERITY_LEVELS, "warning"),
+    ("status", STATUSES, "stable"),
+    ("enabled", "bool", True),
+    ("description", "str", ""),
+    ("handoff", "str", ""),
+    ("author", "str", ""),
+    ("tags", "strs", []),
+    ("references", "strs", []),
+    ("falsepositives", "strs", []),
+)
+REQUIRED = ("id", "title", "category", "severity", "detect")
+
+
+def _meta(data: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
+    """The plain fields, checked (``None`` where an enum's value is not allowed)."""
+    out: dict[str, Any] = {}
+    for key, kind, default in META:
+        value = data.get(key, default)
+        path = (key,)
+        if kind == "str" or kind == "bool":
+            ctx.expect(value, str if kind == "str" else bool, path, key)
+        elif kind == "category":
+            if ctx.expect(value, str, path, key) and value and not CATEGORY_RX.match(value):
+                ctx.error(BadValueError, path, f"category {value!r} is not snake_case",
+                          "built-ins: " + ", ".join(BUILTIN_CATEGORIES))
+        elif kind == "strs":
+            value = _str_list(value, ctx, path, key) or ()
+        else:
+            value = _enum(value, kind, ctx, path, key)
+        out[key] = value
+    return out
+
+
+def _rule_id(data: dict[str, Any], ctx: Ctx) -> None:
+    rid = ctx.rule_id
     if rid is not None and not ID_RX.match(rid):
         ctx.error(BadIdError, ("id",), f"rule id {rid!r} is not kebab-case",
                   "lowercase letters, digits and single dashes, e.g. my-rule")
     elif "id" in data and rid is None:
         ctx.expect(data["id"], str, ("id",), "id")
-    title = data.get("title", "")
-    ctx.expect(title, str, ("title",), "title")
-    category = data.get("category", "")
-    if ctx.expect(category, str, ("category",), "category") and category and not \
-            CATEGORY_RX.match(category):
-        ctx.error(BadValueError, ("category",), f"category {category!r} is not snake_case",
-                  "built-ins: " + ", ".join(BUILTIN_CATEGORIES))
-    severity = _enum(data.get("severity", "warning"), SEVERITY_LEVELS, ctx, ("severity",),
-                     "severity")
-    status = _enum(data.get("status", "stable"), STATUSES, ctx, ("status",), "status")
-    enabled = data.get("enabled", True)
-    ctx.expect(enabled, bool, ("enabled",), "enabled")
-    description = data.get("description", "")
-    ctx.expect(description, str, ("description",), "description")
-    handoff = data.get("handoff", "")
-    ctx.expect(handoff, str, ("handoff",), "handoff")
-    author = data.get("author", "")
-    ctx.expect(author, str, ("author",), "author")
-    tags = _str_list(data.get("tags", []), ctx, ("tags",), "tags") or ()
-    refs = _str_list(data.get("references", []), ctx, ("references",), "references") or ()
-    fps = _str_list(data.get("falsepositives", []), ctx, ("falsepositives",),
-                    "falsepositives") or ()
 
-    # detector
+
+def _detect(data: dict[str, Any], ctx: Ctx, pc: PredicateCompiler) -> tuple[Kind | None, Any]:
+    """The detector kind and its compiled spec (``None`` where either is wrong)."""
     detect = data.get("detect")
-    kind: str | None = None
-    spec: Any = None
-    pc = PredicateCompiler(registry, ctx)
-    if detect is not None:
-        if isinstance(detect, str):
-            detect = {detect: None}
-        if ctx.expect(detect, dict, ("detect",), "detect"):
-            if len(detect) != 1:
-                ctx.error(BadDetectorParamsError, ("detect",),
-                          f"detect must hold exactly one detector, got {len(detect)}",
-                          "one of: " + ", ".join(DETECTORS))
-            else:
-                kind = next(iter(detect))
-                if kind not in DETECTORS:
-                    close = difflib.get_close_matches(str(kind), list(DETECTORS), n=1)
-                    ctx.error(BadValueError, ("detect", kind), f"unknown detector {kind!r}",
-                              f"did you mean {close[0]!r}?" if close else
-                              "one of: " + ", ".join(DETECTORS), at_key=True)
-                    kind = None
-                else:
-                    spec = DETECTORS[kind].parse(detect[kind], ctx, ("detect", kind), pc)
-    # events / needs / predicate
+    if detect is None:
+        return None, None
+    if isinstance(detect, str):
+        detect = {detect: None}
+    if not ctx.expect(detect, dict, ("detect",), "detect"):
+        return None, None
+    if len(detect) != 1:
+        ctx.error(BadDetectorParamsError, ("detect",),
+                  f"detect must hold exactly one detector, got {len(detect)}",
+                  "one of: " + ", ".join(DETECTORS))
+        return None, None
+    name = next(iter(detect))
+    kind = DETECTORS.get(name)
+    if kind is None:
+        ctx.error(BadValueError, ("detect", name), f"unknown detector {name!r}",
+                  did_you_mean(name, list(DETECTORS), "one of: " + ", ".join(DETECTORS)),
+                  at_key=True)
+        return None, None
+    path = ("detect", name)
+    reads: set[str] = set()
+    values = check_table(detect[name], kind.params, ctx, path, pc, reads)
+    if values is None:
+        return kind, None
+    spec = kind.build(values)
+    if isinstance(spec, Problem):
+        ctx.error(BadDetectorParamsError, path + spec.path, spec.message, spec.hint)
+        return kind, None
+    pc.fields |= reads
+    return kind, spec
+
+
+def _events_needs(data: dict[str, Any], ctx: Ctx, reads_events: bool
+                  ) -> tuple[frozenset[str] | None, str]:
     events: frozenset[str] | None = None
-    reads_events = kind in EVENT_DETECTORS
     if "events" in data:
         ev = _str_list(data["events"], ctx, ("events",), "events")
         if ev is not None:
@@ -322,25 +349,30 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
     elif reads_events:
         ctx.error(MissingFieldError, (), "rule is missing required field 'needs'",
                   "metadata, content or full: the least text tier the rule reads")
-    pred_spec = {k: v for k, v in data.items() if k in PREDICATE_KEYS}
-    predicate: Callable[[dict[str, Any]], bool] | None = None  # None: every event matches
-    tv = pred_spec.get("type")
+    return events, needs
+
+
+def _predicate(data: dict[str, Any], ctx: Ctx, pc: PredicateCompiler, kind: Kind | None,
+               events: frozenset[str] | None) -> Pred | None:
+    """The rule's own event predicate (``None``: every event matches)."""
+    spec = {k: v for k, v in data.items() if k in PREDICATE_KEYS}
+    tv = spec.get("type")
     tlist = tv if isinstance(tv, list) else [tv]
     tset = {t for t in tlist if isinstance(t, str)}
     if tv is not None and events and len(tset) == len(tlist) and events <= tset:
-        del pred_spec["type"]  # dispatch by event type already guarantees it
-    if pred_spec:
-        if kind is not None and not reads_events:
-            ctx.error(BadDetectorParamsError, (next(iter(pred_spec)),),
-                      f"event predicates do not apply to the {kind} detector",
-                      "put row tests under detect.sample.row" if kind == "sample" else None,
-                      at_key=True)
-        else:
-            compiled = pc.compile(pred_spec, (), "rule")
-            if compiled is not None:
-                predicate = compiled
-    # confidence
-    base, base_reason = "medium", ""
+        del spec["type"]  # dispatch by event type already guarantees it
+    if not spec:
+        return None
+    if kind is not None and kind.drive != EVENT:
+        ctx.error(BadDetectorParamsError, (next(iter(spec)),),
+                  f"event predicates do not apply to the {kind.name} detector",
+                  kind.predicate_hint, at_key=True)
+        return None
+    return pc.compile(spec, (), "rule")
+
+
+def _confidence(data: dict[str, Any], ctx: Ctx, kind: Kind | None) -> tuple[str, str]:
+    base, reason = "medium", ""
     conf = data.get("confidence", "medium")
     if isinstance(conf, str):
         base = _enum(conf, CONFIDENCE_LEVELS, ctx, ("confidence",), "confidence") or "medium"
@@ -349,59 +381,62 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
                           section="confidence"):
             base = _enum(conf["base"], CONFIDENCE_LEVELS, ctx, ("confidence", "base"),
                          "confidence.base") or "medium"
-            base_reason = conf.get("reason", "")
-            ctx.expect(base_reason, str, ("confidence", "reason"), "confidence.reason")
-    if not base_reason:
-        base_reason = f"The {kind or 'rule'} pattern matched; {base} is this rule's base level."
-    facts = set(FACTS_OF[kind]) if kind else set()
+            reason = conf.get("reason", "")
+            ctx.expect(reason, str, ("confidence", "reason"), "confidence.reason")
+    if not reason:
+        name = kind.name if kind else "rule"
+        reason = f"The {name} pattern matched; {base} is this rule's base level."
+    return base, reason
+
+
+def _fact_tests(when: dict[str, Any], ctx: Ctx, path: Path_, kind: Kind | None
+                ) -> dict[str, Callable[[Any], bool]]:
+    """Tests of named facts (each must be one the detector has)."""
+    tests: dict[str, Callable[[Any], bool]] = {}
+    for fname, fval in when.items():
+        if kind is not None and fname not in kind.facts:
+            facts = sorted(kind.facts)
+            close = difflib.get_close_matches(str(fname), facts, n=1)
+            ctx.error(UnknownFactError, path + (fname,),
+                      f"the {kind.name} detector has no fact {fname!r}",
+                      f"did you mean {close[0]!r}?" if close else
+                      "facts: " + ", ".join(facts), at_key=True)
+            continue
+        t = _fact_test(fval, ctx, path + (fname,))
+        if t is not None:
+            tests[str(fname)] = t
+    return tests
+
+
+def _conditions(data: dict[str, Any], ctx: Ctx, kind: Kind | None
+                ) -> tuple[ConfidenceCondition, ...]:
     conds: list[ConfidenceCondition] = []
     cw = data.get("confidence_when", [])
-    if ctx.expect(cw, list, ("confidence_when",), "confidence_when"):
-        for i, item in enumerate(cw):
-            p = ("confidence_when", i)
-            if not ctx.expect(item, dict, p, "condition") or not ctx.check_keys(
-                item, p, ["when", "raise", "lower", "set", "reason"], ["when", "reason"],
-                section="confidence_when item",
-            ):
-                continue
-            ops = [o for o in ("raise", "lower", "set") if o in item]
-            if len(ops) != 1:
-                ctx.error(BadValueError, p, "a condition needs exactly one of raise/lower/set")
-                continue
-            level = _enum(item[ops[0]], CONFIDENCE_LEVELS, ctx, p + (ops[0],), ops[0])
-            reason = item["reason"]
-            when = item["when"]
-            if level is None or not ctx.expect(reason, str, p + ("reason",), "reason") or \
-                    not ctx.expect(when, dict, p + ("when",), "when"):
-                continue
-            tests: dict[str, Callable[[Any], bool]] = {}
-            for fname, fval in when.items():
-                if kind and fname not in facts:
-                    close = difflib.get_close_matches(str(fname), sorted(facts), n=1)
-                    ctx.error(UnknownFactError, p + ("when", fname),
-                              f"the {kind} detector has no fact {fname!r}",
-                              f"did you mean {close[0]!r}?" if close else
-                              "facts: " + ", ".join(sorted(facts)), at_key=True)
-                    continue
-                t = _fact_test(fval, ctx, p + ("when", fname))
-                if t is not None:
-                    tests[fname] = t
-            conds.append(ConfidenceCondition(tests, ops[0], level, reason))
-    require: dict[str, Callable[[Any], bool]] = {}
-    rq = data.get("require", {})
-    if ctx.expect(rq, dict, ("require",), "require"):
-        for fname, fval in rq.items():
-            if kind and fname not in facts:
-                close = difflib.get_close_matches(str(fname), sorted(facts), n=1)
-                ctx.error(UnknownFactError, ("require", fname),
-                          f"the {kind} detector has no fact {fname!r}",
-                          f"did you mean {close[0]!r}?" if close else
-                          "facts: " + ", ".join(sorted(facts)), at_key=True)
-                continue
-            t = _fact_test(fval, ctx, ("require", fname))
-            if t is not None:
-                require[str(fname)] = t
-    # exceptions, message, tests
+    if not ctx.expect(cw, list, ("confidence_when",), "confidence_when"):
+        return ()
+    for i, item in enumerate(cw):
+        p = ("confidence_when", i)
+        if not ctx.expect(item, dict, p, "condition") or not ctx.check_keys(
+            item, p, ["when", "raise", "lower", "set", "reason"], ["when", "reason"],
+            section="confidence_when item",
+        ):
+            continue
+        ops = [o for o in ("raise", "lower", "set") if o in item]
+        if len(ops) != 1:
+            ctx.error(BadValueError, p, "a condition needs exactly one of raise/lower/set")
+            continue
+        level = _enum(item[ops[0]], CONFIDENCE_LEVELS, ctx, p + (ops[0],), ops[0])
+        reason = item["reason"]
+        when = item["when"]
+        if level is None or not ctx.expect(reason, str, p + ("reason",), "reason") or \
+                not ctx.expect(when, dict, p + ("when",), "when"):
+            continue
+        conds.append(ConfidenceCondition(_fact_tests(when, ctx, p + ("when",), kind), ops[0],
+                                         level, reason))
+    return tuple(conds)
+
+
+def _exceptions(data: dict[str, Any], ctx: Ctx) -> tuple[ExceptionSpec, ...]:
     excs: list[ExceptionSpec] = []
     ex = data.get("exceptions", [])
     if ctx.expect(ex, list, ("exceptions",), "exceptions"):
@@ -409,35 +444,63 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
             e = parse_exception(item, ctx, ("exceptions", i))
             if e is not None:
                 excs.append(e)
+    return tuple(excs)
+
+
+def _tier_check(data: dict[str, Any], ctx: Ctx, needs: str, fields: set[str]) -> None:
+    """A rule that reads agent text cannot claim the metadata tier."""
+    if "needs" not in data or needs not in TIERS:
+        return
+    text = sorted(fields & CONTENT_FIELDS)
+    full = sorted(fields & FULL_FIELDS)
+    if full and tier_rank(needs) < tier_rank("full"):  # type: ignore[arg-type]
+        ctx.error(NeedsMismatchError, ("needs",),
+                  f"rule reads {', '.join(full)} (full tier) but declares needs: {needs}",
+                  "set needs: full")
+    elif text and needs == "metadata":
+        ctx.error(NeedsMismatchError, ("needs",),
+                  f"rule reads agent text ({', '.join(text)}) but declares needs: metadata",
+                  "set needs: content")
+
+
+def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | None:
+    """Validate and compile one rule document; errors go to ``errors``."""
+    data = doc.data
+    rid = data.get("id") if isinstance(data.get("id"), str) else None
+    ctx = Ctx(doc, errors, rid)
+    ctx.check_keys(data, (), RULE_KEYS, REQUIRED)
+    _rule_id(data, ctx)
+    meta = _meta(data, ctx)
+    pc = PredicateCompiler(registry, ctx)
+    kind, spec = _detect(data, ctx, pc)
+    reads_events = kind is not None and kind.drive == EVENT
+    events, needs = _events_needs(data, ctx, reads_events)
+    predicate = _predicate(data, ctx, pc, kind, events)
+    base, base_reason = _confidence(data, ctx, kind)
+    conds = _conditions(data, ctx, kind)
+    rq = data.get("require", {})
+    require = _fact_tests(rq, ctx, ("require",), kind) if ctx.expect(
+        rq, dict, ("require",), "require") else {}
+    excs = _exceptions(data, ctx)
     message = None
     if "message" in data:
         message = compile_template(data["message"], ctx, ("message",),
-                                   facts if kind else set())
+                                   set(kind.facts) if kind else set())
     cases = _parse_tests(data["tests"], ctx, ("tests",), doc.file) if "tests" in data else ()
-    # tier check: a rule that reads agent text cannot claim the metadata tier
-    if "needs" in data and needs in TIERS:
-        text = sorted(pc.fields & CONTENT_FIELDS)
-        full = sorted(pc.fields & FULL_FIELDS)
-        if full and tier_rank(needs) < tier_rank("full"):  # type: ignore[arg-type]
-            ctx.error(NeedsMismatchError, ("needs",),
-                      f"rule reads {', '.join(full)} (full tier) but declares needs: {needs}",
-                      "set needs: full")
-        elif text and needs == "metadata":
-            ctx.error(NeedsMismatchError, ("needs",),
-                      f"rule reads agent text ({', '.join(text)}) but declares needs: metadata",
-                      "set needs: content")
-    if ctx.failed or kind is None or spec is None or rid is None or severity is None:
+    _tier_check(data, ctx, needs, pc.fields)
+    if ctx.failed or kind is None or spec is None or rid is None or meta["severity"] is None:
         return None
+    read = events if reads_events else frozenset()
     return Rule(
-        id=rid, title=title, category=category, severity=severity, detect_kind=kind,
-        detector=spec, predicate=predicate, events=events if reads_events else frozenset(),
+        id=rid, title=meta["title"], category=meta["category"], severity=meta["severity"],
+        detect_kind=kind.name, detector=spec, predicate=predicate, events=read,
         gate=pc.registry.gates.get(predicate) if predicate is not None else None,
-        typed=_typed(predicate, events if reads_events else frozenset(), pc.registry),
-        needs=needs, description=description, tags=tags, references=refs,
-        status=status or "stable", enabled=bool(enabled), falsepositives=fps,
-        confidence_base=base, confidence_reason=base_reason, confidence_when=tuple(conds),
-        require=require,
-        exceptions=tuple(excs), message=message, handoff=handoff, tests=cases, author=author,
-        source=doc.file, line=doc.start_line, data=data, fields=frozenset(pc.fields),
-        drive=DRIVES[kind],
+        typed=_typed(predicate, read, pc.registry), needs=needs,
+        description=meta["description"], tags=meta["tags"], references=meta["references"],
+        status=meta["status"] or "stable", enabled=bool(meta["enabled"]),
+        falsepositives=meta["falsepositives"], confidence_base=base,
+        confidence_reason=base_reason, confidence_when=conds, require=require,
+        exceptions=excs, message=message, handoff=meta["handoff"], tests=cases,
+        author=meta["author"], source=doc.file, line=doc.start_line, data=data,
+        fields=frozenset(pc.fields), drive=kind.drive,
     )
