@@ -39,7 +39,7 @@ COMPILED = [
     # load time, but what they build runs per event: getters, predicates, searches,
     # exception and fact tests are closures defined in these modules
     "watcher/engine/lang/paths.py",
-    "watcher/engine/lang/predicates.py",
+    "watcher/engine/lang/nodes.py",
     "watcher/engine/lang/regex.py",
     "watcher/engine/lang/schema.py",
     # every event of every source passes through these two before the rules see it
@@ -63,6 +63,7 @@ INTERPRETED = [
     "watcher/engine/lang/__init__.py",
     "watcher/engine/lang/ctx.py",
     "watcher/engine/lang/params.py",
+    "watcher/engine/lang/predicates.py",
     "watcher/engine/lang/templates.py",
 ]
 # not watcher/findings.py: its frozen dataclasses, compiled, cannot be unpickled, and

@@ -9,14 +9,21 @@ predicate. Both are built at load time (:mod:`watcher.engine.lang.predicates`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from watcher.engine.rule import Getter
 from watcher.engine.scan import Scanner
 from watcher.engine.scan import available as scan_available
 from watcher.engine.scanmatch import text_hits
-from watcher.engine.text import bound_text, cache_key, event_texts, unmark
+from watcher.engine.text import (
+    EXTRA_FOLDS,
+    bound_text,
+    cache_key,
+    collapse_ws,
+    event_texts,
+    lower,
+    unmark,
+)
 from watcher.events import to_text
 
 
@@ -24,14 +31,27 @@ class TextSource:
     """One kind of prepared text: a field read, made text, bounded and prepared
     (folded whitespace, lower case) as a text test says; cached per event."""
 
-    def __init__(self, key: tuple[str, bool, bool], get: Getter,
-                 prep: Callable[[str], str]) -> None:
-        self.key = key
+    def __init__(self, key: tuple[str, bool, bool], get: Getter) -> None:
+        self.key = key  # (field expression, ignore_case, normalize_whitespace)
         self.get = get
-        self.prep = prep
+        self.icase = key[1]
+        self.nws = key[2]
         self.tkey = cache_key("text", *key)
         self.hkey = cache_key("hits", *key)
         self.scanner: Scanner | None = None  # the shared scan of this text, if any
+
+    def prep(self, s: str) -> str:
+        """Whitespace folded and lower-cased as the test says: lower() plus the two
+        extra ASCII case equivalents of `re` (ı ~ i, ſ ~ s), so lower-cased text then
+        matches exactly as IGNORECASE would."""
+        if self.nws:
+            s = collapse_ws(s)
+        if not self.icase:
+            return s
+        s = lower(s)
+        if "\u0131" in s or "\u017f" in s:  # rare: translate() is slow per character
+            s = s.translate(EXTRA_FOLDS)
+        return s
 
     def text(self, e: dict[str, Any], cache: dict[Any, Any]) -> str:
         t: str | None = cache.get(self.tkey)

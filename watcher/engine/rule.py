@@ -181,6 +181,7 @@ class Rule:
     fields: frozenset[str] = frozenset()
     replaces: tuple[str, ...] = ()  # sources of earlier rules with this id it replaced
     drive: str = EVENT  # what drives its detector kind: EVENT, CLOCK or ROW
+    node: Any = None  # the predicate as a tree (lang.nodes), ``predicate`` its lowering
 
     def judge(self, facts: dict[str, Any]) -> tuple[str, str]:
         """Confidence level and one-sentence reason for the match facts."""

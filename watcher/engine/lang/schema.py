@@ -27,12 +27,13 @@ from watcher.engine.errors import (
     WrongTypeError,
 )
 from watcher.engine.lang.ctx import Ctx, did_you_mean
+from watcher.engine.lang.nodes import Node, gate, lower, lowered_or_none, specialise
 from watcher.engine.lang.params import check_table
 from watcher.engine.lang.paths import compile_path
-from watcher.engine.lang.predicates import PREDICATE_KEYS, PredicateCompiler, Registry, specialise
+from watcher.engine.lang.predicates import PREDICATE_KEYS, PredicateCompiler, Registry
 from watcher.engine.lang.regex import compile_regex
 from watcher.engine.lang.templates import compile_template
-from watcher.engine.rule import EVENT, CompiledPath, ConfidenceCondition, ExceptionSpec, Pred, Rule
+from watcher.engine.rule import EVENT, CompiledPath, ConfidenceCondition, ExceptionSpec, Rule
 from watcher.engine.text import bound_text
 from watcher.engine.yamlsrc import Doc, Path_
 from watcher.events import TIERS, tier_rank, to_text
@@ -238,16 +239,17 @@ def _parse_tests(value: Any, ctx: Ctx, path: Path_, rule_file: str) -> tuple[dic
     return tuple(out)
 
 
-def _typed(predicate: Pred | None, events: frozenset[str] | None,
+def _typed(node: Node | None, events: frozenset[str] | None,
            registry: Registry) -> dict[str, Any]:
-    """The rule's predicate specialised to each event type it reads, where that differs."""
-    if predicate is None or not events:
+    """The rule's predicate specialised to each event type it reads, where that differs
+    (``None``: every event of the type matches; ``never``: none does)."""
+    if node is None or not events:
         return {}
     out: dict[str, Any] = {}
     for t in sorted(events):
-        got = specialise(predicate, t, registry.shapes)
-        if got is not predicate:
-            out[t] = got
+        got = specialise(node, t)
+        if got is not node:
+            out[t] = lowered_or_none(got, registry.lowered)
     return out
 
 
@@ -353,7 +355,7 @@ def _events_needs(data: dict[str, Any], ctx: Ctx, reads_events: bool
 
 
 def _predicate(data: dict[str, Any], ctx: Ctx, pc: PredicateCompiler, kind: Kind | None,
-               events: frozenset[str] | None) -> Pred | None:
+               events: frozenset[str] | None) -> Node | None:
     """The rule's own event predicate (``None``: every event matches)."""
     spec = {k: v for k, v in data.items() if k in PREDICATE_KEYS}
     tv = spec.get("type")
@@ -368,7 +370,7 @@ def _predicate(data: dict[str, Any], ctx: Ctx, pc: PredicateCompiler, kind: Kind
                   f"event predicates do not apply to the {kind.name} detector",
                   kind.predicate_hint, at_key=True)
         return None
-    return pc.compile(spec, (), "rule")
+    return pc.node(spec, (), "rule")
 
 
 def _confidence(data: dict[str, Any], ctx: Ctx, kind: Kind | None) -> tuple[str, str]:
@@ -475,7 +477,7 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
     kind, spec = _detect(data, ctx, pc)
     reads_events = kind is not None and kind.drive == EVENT
     events, needs = _events_needs(data, ctx, reads_events)
-    predicate = _predicate(data, ctx, pc, kind, events)
+    node = _predicate(data, ctx, pc, kind, events)
     base, base_reason = _confidence(data, ctx, kind)
     conds = _conditions(data, ctx, kind)
     rq = data.get("require", {})
@@ -493,9 +495,10 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
     read = events if reads_events else frozenset()
     return Rule(
         id=rid, title=meta["title"], category=meta["category"], severity=meta["severity"],
-        detect_kind=kind.name, detector=spec, predicate=predicate, events=read,
-        gate=pc.registry.gates.get(predicate) if predicate is not None else None,
-        typed=_typed(predicate, read, pc.registry), needs=needs,
+        detect_kind=kind.name, detector=spec, events=read, node=node,
+        predicate=None if node is None else lower(node, registry.lowered),
+        gate=None if node is None else gate(node, registry.gates),
+        typed=_typed(node, read, registry), needs=needs,
         description=meta["description"], tags=meta["tags"], references=meta["references"],
         status=meta["status"] or "stable", enabled=bool(meta["enabled"]),
         falsepositives=meta["falsepositives"], confidence_base=base,
