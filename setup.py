@@ -25,6 +25,7 @@ COMPILED = [
     "watcher/engine/text.py",
     "watcher/engine/gate.py",
     "watcher/engine/scanmatch.py",
+    "watcher/engine/rx.py",
     "watcher/engine/runtime.py",
     "watcher/engine/detectors/base.py",
     "watcher/engine/detectors/keys.py",

@@ -13,7 +13,6 @@ from typing import Any
 
 from watcher.engine.rule import Getter
 from watcher.engine.scan import Scanner
-from watcher.engine.scan import available as scan_available
 from watcher.engine.scanmatch import text_hits
 from watcher.engine.text import (
     EXTRA_FOLDS,
@@ -97,7 +96,7 @@ class Gate:
     def useful(self) -> bool:
         """Whether the text is scanned at all (a scanner of few patterns never is)."""
         sc = self.source.scanner
-        return sc is not None and scan_available() and len(sc.patterns) >= sc.min_patterns
+        return sc is not None and len(sc.patterns) >= sc.min_patterns
 
     def open(self, e: dict[str, Any]) -> bool:
         """Whether the predicate may hold for ``e`` (``False``: it cannot)."""

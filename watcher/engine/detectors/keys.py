@@ -12,11 +12,13 @@ import re
 from typing import Any, Final
 
 from watcher.engine.detectors.base import key_text, whole_value
+from watcher.engine.rx import Pattern
 from watcher.engine.text import cache_key, collapse_ws, lower, unmark
 from watcher.events import Event
 
 NUM: Final = re.compile(r"\d+(?:\.\d+)?")
-_PATHRX: Final = re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]*")
+# on RE2: in `re` this pattern is quadratic in a long word without a slash
+_PATHRX: Final = Pattern(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]*")
 NORMALISERS = ("whitespace", "case", "numbers", "paths")
 
 

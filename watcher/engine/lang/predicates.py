@@ -32,8 +32,8 @@ from watcher.engine.lang.nodes import (
 from watcher.engine.lang.paths import compile_path
 from watcher.engine.lang.regex import combine, compile_regex
 from watcher.engine.rule import Pred
+from watcher.engine.rx import Pattern
 from watcher.engine.scan import RULE_SCAN_MIN_PATTERNS, Scanner
-from watcher.engine.scan import available as scan_available
 from watcher.engine.yamlsrc import Doc, Path_
 
 PREDICATE_KEYS = (
@@ -249,20 +249,18 @@ class PredicateCompiler:
                     else:
                         regexes.append(c)
                 if ok:
-                    # the text is lowercased already; IGNORECASE makes `re` several times
-                    # slower, so keep it only where a pattern has upper-case letters
-                    # (which may be escapes such as \S or \W whose meaning must not change)
+                    # the text is lowercased already: keep IGNORECASE only where a pattern
+                    # has upper-case letters (which may be escapes such as \S or \W whose
+                    # meaning must not change), so most searches need no case folding
                     flags = re.IGNORECASE if icase and any(
                         c.isupper() for c in "".join(c.pattern for c in regexes)) else 0
-                    regexes = [re.compile(c.pattern, flags) if c.flags & re.IGNORECASE
+                    regexes = [Pattern(c.pattern, flags) if c.flags & re.IGNORECASE
                                and not flags else c for c in regexes]
                     search = combine(regexes, flags, lowered=icase)
-                    if scan_available():
-                        scanner = self.registry.scanners.setdefault(
-                            ckey, Scanner(RULE_SCAN_MIN_PATTERNS))
-                        scanned = [(scanner.add(c.pattern, c.flags), c.search)
-                                   for c in regexes]
-                        source.scanner = scanner
+                    scanner = self.registry.scanners.setdefault(
+                        ckey, Scanner(RULE_SCAN_MIN_PATTERNS))
+                    scanned = [(scanner.add(c.pattern, c.flags), c.search) for c in regexes]
+                    source.scanner = scanner
         needles: list[tuple[str, tuple[str, ...]]] = []
         for key in ("contains", "any_of", "all_of", "equals"):
             if key not in spec:

@@ -1,21 +1,26 @@
-"""Rule regexes at load time: syntax, backtracking-prone shapes, and the search.
+"""Rule regexes at load time: syntax, shapes, what RE2 can take, and the search.
 
 A rule's regex is agent-facing: it runs over untrusted, unbounded text, so it is
-checked when the rule loads (W106 syntax, W107 shapes that backtrack) and searched
-only over bounded text, behind a literal prefilter where the pattern allows one.
+checked when the rule loads (W106 syntax, W107 shapes that would backtrack in Python,
+W122 what RE2 cannot match as Python does), matched by RE2 in linear time
+(:mod:`watcher.engine.rx`), only over bounded text, behind a literal prefilter where
+the pattern allows one.
 """
 
 from __future__ import annotations
 
 import re
-import re._constants as _sre_c  # type: ignore[import-not-found]
-import re._parser as _sre_p  # type: ignore[import-not-found]
 from collections.abc import Callable
+from re import _constants as _sre_c  # type: ignore[attr-defined]
+from re import _parser as _sre_p  # type: ignore[attr-defined]
 from typing import Any
 
-from watcher.engine.errors import BadRegexError, CatastrophicRegexError
+from watcher.engine.errors import BadRegexError, CatastrophicRegexError, UnsupportedRegexError
 from watcher.engine.lang.ctx import Ctx
+from watcher.engine.rx import Pattern, Unsupported, alternation
 from watcher.engine.yamlsrc import Path_
+
+Search = Callable[[str], Any]
 
 _REPEATS = {_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT, _sre_c.POSSESSIVE_REPEAT}
 _ASCII = [chr(i) for i in range(32, 127)] + ["\t", "\n", "é", "λ"]
@@ -114,33 +119,35 @@ def _danger(items: Any, in_repeat: bool) -> str | None:
     return None
 
 
-def compile_regex(pattern: Any, ctx: Ctx, path: Path_, flags: int = 0) -> re.Pattern[str] | None:
-    """Compile a rule regex, rejecting syntax errors (W106) and risky shapes (W107)."""
+def compile_regex(pattern: Any, ctx: Ctx, path: Path_, flags: int = 0) -> Pattern | None:
+    """Compile a rule regex for RE2, rejecting syntax errors (W106), shapes that would
+    backtrack in Python (W107) and what RE2 cannot match as Python does (W122)."""
     if not ctx.expect(pattern, str, path, "regex"):
         return None
     try:
-        compiled = re.compile(pattern, flags)
+        re.compile(pattern, flags)
     except re.error as exc:
         ctx.error(BadRegexError, path, f"invalid regex: {exc}",
                   "Python 're' syntax; escape literal ( [ . * + ? with a backslash")
         return None
-    try:
-        parsed = _sre_p.parse(pattern, flags)
-    except Exception:  # pragma: no cover - compile succeeded, parse should too
-        return compiled
-    danger = _danger(parsed, False)
+    danger = _danger(_sre_p.parse(pattern, flags), False)
     if danger:
         ctx.error(CatastrophicRegexError, path,
                   f"regex may backtrack catastrophically: {danger}",
                   "make the inner part unambiguous, e.g. (ab)+ instead of (a+b?)+, "
                   "or drop the outer quantifier")
         return None
-    return compiled
+    try:
+        return Pattern(pattern, flags)
+    except Unsupported as exc:
+        ctx.error(UnsupportedRegexError, path, f"regex cannot run on RE2: {exc}",
+                  "rule regexes run on RE2, in time linear in the text; rewrite it "
+                  "without this (docs/rules.md, Regexes)")
+        return None
 
 
-def combine(compiled: list[re.Pattern[str]], flags: int,
-             lowered: bool = False) -> Callable[[str], Any]:
-    """One search for a list of regexes (an alternation), when they combine cleanly.
+def combine(compiled: list[Pattern], flags: int, lowered: bool = False) -> Search:
+    """One search for a list of regexes (one RE2 alternation).
 
     The search is guarded by a literal prefilter where the pattern allows one (see
     :func:`required_literals`): most agent text contains none of a rule's keywords,
@@ -148,17 +155,11 @@ def combine(compiled: list[re.Pattern[str]], flags: int,
     ``lowered`` says the text is already lower-case, so case-insensitive literals can
     be tested in lower case.
     """
-    if len(compiled) == 1:
-        combined = compiled[0]
-    else:
-        try:
-            combined = re.compile("|".join(f"(?:{c.pattern})" for c in compiled), flags)
-        except re.error:  # e.g. duplicate group names: fall back to one search each
-            searches = tuple(c.search for c in compiled)
-            return lambda t: next((m for m in (s(t) for s in searches) if m is not None), None)
+    combined = alternation(compiled)
     search = combined.search
-    lits = required_literals(combined.pattern, lowered=lowered,
-                             ignore_case=bool(combined.flags & re.IGNORECASE))
+    lits = required_literals(combined.pattern if len(compiled) == 1 else
+                             "|".join(f"(?:{c.pattern})" for c in compiled),
+                             lowered=lowered, ignore_case=bool(flags & re.IGNORECASE))
     if not lits:
         return search
     needles = tuple(sorted(lits, key=len, reverse=True))
