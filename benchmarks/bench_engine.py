@@ -78,7 +78,7 @@ def recorded_samples(engine: Engine, corpus: str | None) -> tuple[list[list[dict
     """The corpus's non-empty samples, normalised for the engine's tier, and the corpus
     directory (the shared corpus by default); raises ImportError or FileNotFoundError
     when there is none."""
-    from watcher.sources.logs import iter_log_samples
+    from watcher.sources.logfiles import iter_log_samples
 
     if corpus is None:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -115,7 +115,7 @@ def completion_times(log_dir: Path) -> dict[str, float]:
     """Event uuid -> its ``completed`` time (epoch seconds), from the logs in ``log_dir``."""
     from datetime import datetime
 
-    from watcher.sources.logs import iter_log_samples
+    from watcher.sources.logfiles import iter_log_samples
 
     out: dict[str, float] = {}
     for _task, _row, events in iter_log_samples(str(log_dir)):

@@ -41,9 +41,9 @@ from common import (  # noqa: E402
 )
 
 from watcher.engine import Engine, load_rules  # noqa: E402
+from watcher.run.watch import Watch, WatchConfig  # noqa: E402
 from watcher.sources.cli import inspect_command  # noqa: E402
 from watcher.state import WatchState  # noqa: E402
-from watcher.watch import Watch, WatchConfig  # noqa: E402
 
 
 class Count:

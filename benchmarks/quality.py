@@ -240,7 +240,7 @@ def score(corpus: Corpus, found: Found, listed: set[tuple[str, str, int]]) -> Sc
 
 def listed_samples(log_dirs: list[str]) -> set[tuple[str, str, int]]:
     """Every (task, sample id, epoch) in the logs (from their sample summaries)."""
-    from watcher.sources.logs import LogSource
+    from watcher.sources.logfiles import LogSource
 
     out: set[tuple[str, str, int]] = set()
     for d in log_dirs:

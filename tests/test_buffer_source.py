@@ -21,6 +21,7 @@ from tests.test_stream_live import _source, log_events, watch_all
 from watcher.sources.base import (
     EventPage,
     SampleListing,
+    Source,
     TaskInfo,
     decode_cursor,
     encode_cursor,
@@ -97,11 +98,12 @@ class FakeBuffer:
                         (json.dumps({"id": "s1", "epoch": 1, "completed": True}),))
 
 
-class Inner:
+class Inner(Source):
     """The control channel: serves pages of the transcript (the buffer's events in
     order of first appearance, as the real server does) and records every read."""
 
     name = "http"
+    live = True
     parallel_reads = 8
 
     def __init__(self, buf: FakeBuffer | None = None) -> None:
@@ -248,7 +250,7 @@ def test_a_broken_database_turns_the_buffer_off_with_a_notice(setup: Any) -> Non
     _read(src, task, page.next)
     _read(src, task, page.next)
     assert len(inner.calls) == 3
-    notices = src.pop_notices()
+    notices = [(n.kind, n.message) for n in src.pop_notices()]
     assert len(notices) == 1 and notices[0][0] == "transport"
     assert "control channel" in notices[0][1]
     assert src.pop_notices() == []
@@ -306,13 +308,13 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
     a sample the watch does not know yet), and it never holds up the reads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from watcher.cli import load_engine
-    from watcher.runner import LISTING_EVERY_WITH_BUFFER, RunOptions, TaskWatcher
+    from watcher.app import WatchOptions, load_engine
+    from watcher.run.runner import LISTING_EVERY_WITH_BUFFER, RunOptions, TaskWatcher
 
     src = MovedSource()
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
     with ThreadPoolExecutor(2) as pool:
-        tw = TaskWatcher(src, task, load_engine((), (), (), None), RunOptions(),  # type: ignore[arg-type]
+        tw = TaskWatcher(src, task, load_engine(WatchOptions()), RunOptions(),  # type: ignore[arg-type]
                          WatchState(), lambda out: None, pool)
         tw.cycle(100.0)  # the first cycle lists before anything else
         assert src.listings == 1 and set(tw.streams) == {("s1", 1), ("s2", 1)}
@@ -375,13 +377,13 @@ def test_a_slow_task_list_does_not_hold_up_buffered_reads() -> None:
     """Once every task reads from the buffer, the request for the task list runs beside
     the cycle (its answer serves the next one): moved samples are read while the eval
     has not answered, and an error it answers with surfaces one cycle later."""
-    from watcher.cli import load_engine
-    from watcher.runner import RunOptions, SourceWatcher
+    from watcher.app import WatchOptions, load_engine
+    from watcher.run.runner import RunOptions, SourceWatcher
     from watcher.sources.base import ProcessGone
 
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
     src = SlowTasksSource(task)
-    sw = SourceWatcher(src, load_engine((), (), (), None), RunOptions(),  # type: ignore[arg-type]
+    sw = SourceWatcher(src, load_engine(WatchOptions()), RunOptions(),  # type: ignore[arg-type]
                        WatchState(), lambda out: None, "src")
     try:
         sw.cycle()  # the first cycle asks, and waits: nothing is known yet

@@ -27,13 +27,13 @@ from tests.fakeserver import FakeControlServer, model_event, tool_event
 from watcher.engine import Engine, load_rules
 from watcher.engine.runtime import SampleWatch
 from watcher.findings import Finding, Notice, SampleRef
-from watcher.reporters.base import StatusSnapshot
-from watcher.runner import Runner, RunOptions
+from watcher.run.runner import Runner, RunOptions
+from watcher.run.watch import Watch, WatchConfig
 from watcher.sources.base import BadResponse, ProcessGone, SourceBusy
 from watcher.sources.http import HttpSource
 from watcher.state import WatchState
 from watcher.stream import SampleStream
-from watcher.watch import Watch, WatchConfig
+from watcher.summary import StatusSnapshot
 
 REPO = Path(__file__).resolve().parent.parent
 

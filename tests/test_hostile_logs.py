@@ -18,10 +18,10 @@ from tests.hostile_logs import log_name, repeat_events, sample, tool_event, writ
 from watcher.attachments import resolve_attachments
 from watcher.engine import Engine, load_rules
 from watcher.findings import Finding, Notice
-from watcher.reporters.base import StatusSnapshot
-from watcher.sources.logs import LogSource
+from watcher.run.watch import Watch, WatchConfig
+from watcher.sources.logfiles import LogSource
 from watcher.state import WatchState
-from watcher.watch import Watch, WatchConfig
+from watcher.summary import StatusSnapshot
 
 
 class Sink:
@@ -105,6 +105,15 @@ def test_once_ends_when_a_sample_cannot_be_read(
     assert _samples_with_findings(sink) == {("evalA", "good"), ("evalB", "good")}
     assert result.exit_code == 3
     assert not thread_errors
+
+
+def test_a_parallel_scan_says_what_it_could_not_read_in_its_outputs(
+        tmp_path: Path, engine: Engine) -> None:
+    """With --jobs the closing count was routed after the last flush: the summary had it,
+    the JSONL and the terminal did not."""
+    result, sink = scan(engine, _good_and_bad(tmp_path, _bad_json("utf8")), jobs=2)
+    assert [n.details for n in sink.kinds("incomplete")] == [{"sample": 1}]
+    assert result.exit_code == 3
 
 
 def test_fail_on_still_wins_over_an_unreadable_sample(tmp_path: Path, engine: Engine) -> None:

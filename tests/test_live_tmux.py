@@ -23,12 +23,12 @@ pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux not installed")
 SCRIPT = """
 import sys, time
 from pathlib import Path
-from watcher.reporters import RunContext, StatusSnapshot, TaskStatus, TextReporter
+from watcher.reporters import ReportContext, StatusSnapshot, TaskStatus, TextReporter
 from watcher.reporters.examples import T0, example_snapshots
 
 r = TextReporter(sys.stdout)
 assert r.tty and r.color
-r.start(RunContext(sources=("http://127.0.0.1:7575",), version="test"))
+r.start(ReportContext(sources=("http://127.0.0.1:7575",), version="test"))
 snaps = example_snapshots()
 for i in range(6):
     r.status(StatusSnapshot(
@@ -51,11 +51,11 @@ r.stop()
 WIDE_SCRIPT = """
 import sys, time
 from pathlib import Path
-from watcher.reporters import RunContext, StatusSnapshot, TaskStatus, TextReporter
+from watcher.reporters import ReportContext, StatusSnapshot, TaskStatus, TextReporter
 
 r = TextReporter(sys.stdout)
 assert r.tty
-r.start(RunContext(sources=("live",), version="test"))
+r.start(ReportContext(sources=("live",), version="test"))
 tasks = tuple(TaskStatus("評価タスク" * 12 + str(k), "模型/模型" * 6, running=1, total=3)
               for k in range(15))
 for i in range(6):

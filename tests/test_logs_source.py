@@ -17,7 +17,7 @@ from tests.corpus import CORPUS
 from watcher.attachments import find_refs, resolve_attachments, resolve_text
 from watcher.events import CONTENT_WIDTH, normalise
 from watcher.sources.base import BadResponse, NotFound, TaskInfo, decode_cursor, encode_cursor
-from watcher.sources.logs import LogSource, iter_log_samples
+from watcher.sources.logfiles import LogSource, iter_log_samples
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -280,7 +280,7 @@ def test_iter_log_samples_yields_whole_resolved_samples(tmp_path: Path) -> None:
 
 
 def test_module_imports_without_inspect() -> None:
-    code = ("import sys, watcher.sources.logs, watcher.sources.replay, watcher.attachments; "
+    code = ("import sys, watcher.sources.logfiles, watcher.sources.replay, watcher.attachments; "
             "sys.exit(1 if 'inspect_ai' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
 
@@ -395,7 +395,10 @@ def _fresh_logs() -> list[Path]:
 def test_fast_header_and_summaries_match_inspect_reader(log: Path) -> None:
     from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
 
-    from watcher.sources.logs import _task_info, _task_info_json, _zip_json, summary_row
+    from watcher.sources.logfiles.archive import zip_json as _zip_json
+    from watcher.sources.logfiles.header import summary_row
+    from watcher.sources.logfiles.header import task_from_header as _task_info_json
+    from watcher.sources.logfiles.header import task_from_log as _task_info
 
     header = _zip_json(str(log), "header.json")
     assert header is not None  # a finished log keeps its header in the zip
@@ -424,7 +427,7 @@ def test_fast_header_and_summaries_match_inspect_reader(log: Path) -> None:
 def test_fast_listing_matches_list_eval_logs(tmp_path: Path) -> None:
     from inspect_ai.log import list_eval_logs
 
-    from watcher.sources.logs import _list_local
+    from watcher.sources.logfiles.listing import list_local as _list_local
 
     for f in _fresh_logs():
         shutil.copy(f, tmp_path / f.name)
@@ -448,7 +451,7 @@ def test_local_eval_scan_does_not_import_inspect(tmp_path: Path) -> None:
     code = ("import sys\n"
             "from watcher.engine import Engine, load_rules\n"
             "from watcher.state import WatchState\n"
-            "from watcher.watch import Watch, WatchConfig\n"
+            "from watcher.run.watch import Watch, WatchConfig\n"
             "engine = Engine(load_rules(builtin=True, user_dir=False))\n"
             f"w = Watch(engine, WatchConfig(log_dir={str(tmp_path)!r}, once=True), "
             "WatchState(), [])\n"

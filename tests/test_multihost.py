@@ -17,15 +17,17 @@ from click.testing import CliRunner
 from fsspec.implementations.memory import MemoryFileSystem
 
 from tests.corpus import CORPUS
-from watcher.cli import load_engine, main, run_watch
-from watcher.reporters.base import RunContext
+from watcher.app import WatchOptions, load_engine, run
+from watcher.cli import main
 from watcher.reporters.examples import example_snapshots
-from watcher.reporters.remote import RemoteJsonlReporter
-from watcher.runner import Selector
+from watcher.reporters.jsonl import JsonlReporter
+from watcher.reporters.remote import RemoteReporter
+from watcher.run.runner import Selector
+from watcher.summary import ReportContext
 
 
 def test_hosts_write_to_shared_location_and_report_merges(tmp_path: Path) -> None:
-    engine = load_engine((), (), (), None)
+    engine = load_engine(WatchOptions())
     hosts = {"host-a": "docent-intercode-ctf-gpt4o.eval", "host-b": "metr-oxdna-claude-opus.eval"}
     urls = []
     for host, name in hosts.items():
@@ -33,8 +35,8 @@ def test_hosts_write_to_shared_location_and_report_merges(tmp_path: Path) -> Non
         log_dir.mkdir()
         shutil.copy(CORPUS / name, log_dir / name)
         url = f"memory://shared-findings/{host}.jsonl"
-        code = run_watch(engine, selector=Selector(), log_dir=str(log_dir), once=True,
-                         fmt="jsonl", output=url, quiet=True)
+        code = run(WatchOptions(selector=Selector(), log_dir=str(log_dir), once=True,
+                                format="jsonl", output=url, quiet=True, jobs=1), engine=engine)
         assert code == 0
         urls.append(url)
     with fsspec.open(urls[0], "r") as fh:
@@ -81,8 +83,9 @@ def _scan_corpus_to(url: str, writes_ok: int) -> int:
     """The corpus scanned with findings to ``url``, whose store takes ``writes_ok`` writes."""
     FlakyFS.writes_ok = writes_ok
     try:
-        return run_watch(load_engine((), (), (), None), selector=Selector(),
-                         log_dir=str(CORPUS), once=True, fmt="jsonl", output=url, quiet=True)
+        return run(WatchOptions(selector=Selector(), log_dir=str(CORPUS), once=True,
+                                format="jsonl", output=url, quiet=True, jobs=1),
+                   engine=load_engine(WatchOptions()))
     finally:
         FlakyFS.writes_ok = None
 
@@ -97,9 +100,9 @@ def test_unwritable_remote_output_refuses_to_start(
 def test_failed_uploads_never_stop_the_watch_and_lose_nothing(
         capsys: pytest.CaptureFixture[str]) -> None:
     url = "flaky://bucket/host-b.jsonl"
-    rep = RemoteJsonlReporter(url, every=0.0)
+    rep = RemoteReporter(url, JsonlReporter, every=0.0)
     findings = example_snapshots()[:3]
-    rep.start(RunContext())
+    rep.start(ReportContext())
     FlakyFS.writes_ok = 0  # an outage: both findings stay in the spool
     try:
         rep.finding(findings[0])
@@ -135,8 +138,9 @@ def test_log_dir_that_cannot_be_listed_is_exit_3_not_a_clean_scan(
     script must not take that for a clean run."""
     FlakyFS.down = True
     try:
-        code = run_watch(load_engine((), (), (), None), selector=Selector(),
-                         log_dir="flaky://bucket/logs", once=True, fmt="jsonl", quiet=True)
+        code = run(WatchOptions(selector=Selector(), log_dir="flaky://bucket/logs", once=True,
+                                format="jsonl", quiet=True, jobs=1),
+                   engine=load_engine(WatchOptions()))
     finally:
         FlakyFS.down = False
     assert code == 3

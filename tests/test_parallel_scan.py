@@ -19,9 +19,9 @@ from tests.corpus import CORPUS
 from tests.evalproc import default_sigint
 from watcher.engine import Engine, load_rules
 from watcher.findings import Finding, Notice
-from watcher.runner import RunOptions
+from watcher.run.runner import RunOptions
+from watcher.run.watch import Watch, WatchConfig
 from watcher.state import WatchState
-from watcher.watch import Watch, WatchConfig
 
 
 class Sink:
@@ -106,12 +106,12 @@ def test_a_result_that_cannot_be_unpickled_fails_the_scan_instead_of_hanging(
     """multiprocessing's result thread dies on a result it cannot unpickle, and map()
     then waits for ever (compiled frozen dataclasses once did this): workers pickle
     their own results, so the failure is raised in the scanning process."""
-    import watcher.watch as watch_mod
+    import watcher.run.parallel as parallel_mod
 
     def broken(data: bytes) -> object:
         raise TypeError("cannot rebuild this object")
 
-    monkeypatch.setattr(watch_mod.pickle, "loads", broken)
+    monkeypatch.setattr(parallel_mod.pickle, "loads", broken)
     with pytest.raises(TypeError, match="cannot rebuild"):
         scan(logs, jobs=2)
 

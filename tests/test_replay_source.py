@@ -110,7 +110,8 @@ def test_unfinished_recording_ends_done_and_lists_running(tmp_path: Path) -> Non
     assert src.samples(task).samples[0].status == "running"
     pages = _drain(src, "E2", "repeated-call")
     assert len(pages) == 1 and pages[0].done
-    [(kind, message)] = src.pop_notices()
+    [notice] = src.pop_notices()
+    kind, message = notice.kind, notice.message
     assert kind == "partial" and "repeated-call" in message and str(path) in message
     assert src.pop_notices() == []
 

@@ -12,7 +12,10 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import stat
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -30,7 +33,7 @@ from watcher.reporters import (
     HtmlReporter,
     JsonlReporter,
     MarkdownReporter,
-    RunContext,
+    ReportContext,
     SampleSummary,
     StatusSnapshot,
     TaskStatus,
@@ -64,7 +67,7 @@ def check_golden(name: str, actual: str) -> None:
 
 def run_reporter(r: object, *, statuses: bool = True) -> None:
     """Drive a reporter through the example run."""
-    r.start(RunContext(started_at=T0, sources=("http://127.0.0.1:7575",), log_dirs=("/logs",),
+    r.start(ReportContext(started_at=T0, sources=("http://127.0.0.1:7575",), log_dirs=("/logs",),
                        version="0.1.0"))
     snaps = example_snapshots()
     notices = example_notices()
@@ -301,7 +304,7 @@ def test_jsonl_file_appends_from_two_writers(tmp_path: Path) -> None:
     a, b = JsonlReporter(path), JsonlReporter(path)
     snaps = example_snapshots()
     for r in (a, b):
-        r.start(RunContext())
+        r.start(ReportContext())
     a.finding(snaps[0])
     b.finding(snaps[1])
     a.finding(snaps[2])
@@ -518,7 +521,7 @@ def test_markdown_reporter_writes_file_with_live_findings(tmp_path: Path) -> Non
     run_reporter(r, statuses=False)
     assert out.read_text() == render_markdown(example_summary())
     r2 = MarkdownReporter(tmp_path / "live.md")
-    r2.start(RunContext(log_dirs=("/logs",)))
+    r2.start(ReportContext(log_dirs=("/logs",)))
     for f in example_snapshots():
         r2.finding(f)
     r2.stop(None)
@@ -710,3 +713,97 @@ def test_notice_roundtrip_via_jsonl() -> None:
     assert [r["kind"] for r in recs] == ["notice", "notice"]
     assert recs[0]["notice"] == "gap" and recs[0]["sample"]["sample_id"] == "7"
     assert isinstance(Notice(kind="x", message="y"), Notice)
+
+
+# -- reporters other packages register (entry point group inspect_watch.reporters) -----
+
+TSV_REPORTER = '''
+from watcher.reporters import Reporter
+
+
+class TsvReporter(Reporter):
+    """One line per finding snapshot: rule, sample, confidence; for a report, per
+    finding of the summary."""
+
+    name = "tsv"
+    commands = frozenset({"watch", "report"})
+
+    def __init__(self, path=None, *, stream=None):
+        self.out = open(path, "a") if path else stream
+
+    def finding(self, f):
+        self.out.write(f"{f.rule}\\t{f.sample.sample_id}\\t{f.confidence}\\n")
+
+    def stop(self, summary=None):
+        if summary is not None:
+            self.out.write(f"# {len(summary.findings)} findings\\n")
+        self.out.flush()
+
+
+class NotAReporter:
+    pass
+'''
+
+
+def _reporter_package(site: Path) -> None:
+    """An installed package registering reporters, as a third party would."""
+    site.mkdir()
+    (site / "tsv_reporter.py").write_text(TSV_REPORTER)
+    info = site / "tsv_reporter-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tsv-reporter\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[inspect_watch.reporters]\n"
+        "tsv = tsv_reporter:TsvReporter\n"
+        "jsonl = tsv_reporter:TsvReporter\n"  # cannot replace a built-in
+        "broken = tsv_reporter:NotAReporter\n")
+
+
+def _watcher(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_a_registered_reporter_serves_watch_and_report(tmp_path: Path) -> None:
+    from tests.corpus import CORPUS
+
+    site = tmp_path / "site"
+    _reporter_package(site)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(CORPUS / "docent-intercode-ctf-gpt4o.eval", logs)
+    tsv, jsonl = tmp_path / "f.tsv", tmp_path / "f.jsonl"
+    res = _watcher(site, "watch", "--log-dir", str(logs), "--once", "--format", "tsv",
+                   "-o", str(tsv))
+    assert res.returncode == 0, res.stderr
+    res = _watcher(site, "watch", "--log-dir", str(logs), "--once", "--format", "jsonl",
+                   "-o", str(jsonl))
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    # the registered name "jsonl" did not replace the built-in one
+    assert records and all("kind" in d for d in records)
+    lines = tsv.read_text().splitlines()
+    assert lines[:-1] == [f"{d['rule']}\t{d['sample_id']}\t{d['confidence']}" for d in records
+                          if d["kind"] == "finding"]
+    assert lines[-1].startswith("# ")  # stop() had the summary
+    res = _watcher(site, "report", str(jsonl), "--format", "tsv", "--no-logs")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.endswith(" findings\n")
+    # a name that is neither built in nor a reporter is refused, naming what there is
+    for name, why in (("nosuch", "registered one (broken, tsv)"),
+                      ("broken", "not a subclass of watcher.reporters.Reporter")):
+        res = _watcher(site, "watch", "--log-dir", str(logs), "--once", "--format", name)
+        assert res.returncode == 2 and why in res.stderr, res.stderr
+
+
+def test_built_in_reporters_are_found_for_their_commands() -> None:
+    from watcher.reporters import ReporterError, get_reporter
+
+    assert get_reporter("text", "watch") is TextReporter
+    assert get_reporter("html", "report") is HtmlReporter
+    assert REPORTERS["jsonl"] is JsonlReporter
+    with pytest.raises(ReporterError, match="not for `report`"):
+        get_reporter("text", "report")
+    with pytest.raises(ReporterError, match="takes text, jsonl"):
+        get_reporter("nosuch", "watch")

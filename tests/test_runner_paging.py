@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.corpus import CORPUS
-from watcher.cli import load_engine
+from watcher.app import WatchOptions, load_engine
+from watcher.run.watch import Watch, WatchConfig
 from watcher.state import WatchState
-from watcher.watch import Watch, WatchConfig
 
 
 class Collect:
@@ -25,7 +25,7 @@ class Collect:
 
 def _run(log_dir: Path, page_limit: int) -> tuple[dict[str, Any], list[int]]:
     sink = Collect()
-    watch = Watch(load_engine((), (), (), None), WatchConfig(log_dir=str(log_dir), once=True),
+    watch = Watch(load_engine(WatchOptions()), WatchConfig(log_dir=str(log_dir), once=True),
                   WatchState(), [sink])
     watch.opts.page_limit = page_limit
     watch.run()
@@ -46,7 +46,7 @@ def test_one_event_pages_read_everything(tmp_path: Path) -> None:
 def test_finished_samples_release_their_rule_state(tmp_path: Path) -> None:
     """A long run must not keep every finished sample's rule state."""
     shutil.copy(CORPUS / "docent-intercode-ctf-gpt4o.eval", tmp_path)
-    watch = Watch(load_engine((), (), (), None), WatchConfig(log_dir=str(tmp_path), once=True),
+    watch = Watch(load_engine(WatchOptions()), WatchConfig(log_dir=str(tmp_path), once=True),
                   WatchState(), [Collect()])
     watch.run()
     (tw,) = [tw for sw in watch.runner.watchers.values() for tw in sw.tasks.values()]
@@ -56,7 +56,8 @@ def test_finished_samples_release_their_rule_state(tmp_path: Path) -> None:
 
 def test_source_notices_reach_the_watch(tmp_path: Path, monkeypatch: Any) -> None:
     """A log's unresolvable attachment references are reported, not silently passed over."""
-    from watcher.sources.logs import LogSource
+    from watcher.sources.base import SourceNotice
+    from watcher.sources.logfiles import LogSource
 
     shutil.copy(CORPUS / "docent-intercode-ctf-gpt4o.eval", tmp_path)
     notices: list[Any] = []
@@ -65,11 +66,11 @@ def test_source_notices_reach_the_watch(tmp_path: Path, monkeypatch: Any) -> Non
         def notice(self, n: Any) -> None:
             notices.append(n)
 
-    watch = Watch(load_engine((), (), (), None), WatchConfig(log_dir=str(tmp_path), once=True),
+    watch = Watch(load_engine(WatchOptions()), WatchConfig(log_dir=str(tmp_path), once=True),
                   WatchState(), [Sink()])
     # the corpus resolves every reference, so add one loss to what the source reports
     original = LogSource.pop_notices
-    monkeypatch.setattr(LogSource, "pop_notices",
-                        lambda self: [*original(self), "2 attachment reference(s) lost"])
+    monkeypatch.setattr(LogSource, "pop_notices", lambda self: [
+        *original(self), SourceNotice(kind="gap", message="2 attachment reference(s) lost")])
     watch.run()
     assert any(n.kind == "gap" and "attachment" in n.message for n in notices)

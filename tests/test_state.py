@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from watcher.cli import main
 from watcher.engine import Engine, load_rules
 from watcher.findings import Finding, Notice
+from watcher.run.watch import Watch, WatchConfig
 from watcher.state import StateError, WatchState
-from watcher.watch import Watch, WatchConfig
 
 
 def _loop_fixture(tmp_path: Path, samples: int = 3) -> list[str]:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from watcher.runner import Selector
+from watcher.run.runner import Selector
+from watcher.run.watch import Watch, WatchConfig
 from watcher.state import WatchState
-from watcher.watch import Watch, WatchConfig
 
 pytestmark = pytest.mark.e2e
 
@@ -119,7 +119,7 @@ def test_whole_values_iteration_and_user_replies_live_equal_post_hoc(
 
 
 def test_retried_sample_is_labelled_with_its_attempt(eval_runner: Any) -> None:
-    from watcher.cli import load_engine
+    from watcher.app import WatchOptions, load_engine
 
     proc = eval_runner("flaky", "--retry-on-error", "2", tool_delay=0.5)
     proc.discovery()
@@ -130,7 +130,7 @@ def test_retried_sample_is_labelled_with_its_attempt(eval_runner: Any) -> None:
         def notice(self, n: Any) -> None: notices.append(n)
         def status(self, s: Any) -> None: ...
 
-    engine = load_engine((), (), (), None)
+    engine = load_engine(WatchOptions())
     watch = Watch(engine, WatchConfig(poll=0.2), WatchState(), [Sink()])
     watch.run()
     proc.wait()
@@ -303,3 +303,46 @@ def test_once_calls_end_open_findings_after_the_eval_exits(eval_runner: Any,
               "--output", str(again))
     assert res.returncode == 0 and not findings(again)
     assert "process_exited" not in again.read_text()
+
+
+def test_a_front_end_watches_a_live_eval_in_process(eval_runner: Any, tmp_path: Path) -> None:
+    """What the fleet view and the watchdog build on: app.start() on a thread, status
+    snapshots with a row per sample, and a decider that sees each finding that is news
+    with the control server it came from, its records written with the findings."""
+    from watcher import app
+    from watcher.exit_codes import ExitCode
+    from watcher.findings import Notice
+
+    proc = eval_runner("loops", tool_delay=0.3)
+    proc.discovery()
+    seen: list[Any] = []
+
+    class Watchdog:
+        def decide(self, finding: Any, origin: Any) -> list[Notice]:
+            seen.append((finding, origin))
+            return [Notice(kind="watchdog", message="would act", at=time.time(),
+                           details={"finding": finding.id})]
+
+        def pop_notices(self) -> list[Notice]:
+            return []
+
+    out = tmp_path / "live.jsonl"
+    handle = app.start(app.WatchOptions(poll=0.3, format="jsonl", output=str(out),
+                                        sample_detail=True), deciders=[Watchdog()])
+    rows: set[str] = set()
+    deadline = time.time() + 180
+    while handle.running and time.time() < deadline:
+        snap = handle.status()
+        if snap is not None:
+            rows |= {s.sample_id for s in snap.samples}
+        time.sleep(0.2)
+    assert handle.wait(60) is ExitCode.OK
+    assert proc.wait() == 0
+    assert {"repeat", "submit-loop", "clean"} <= rows
+    assert seen
+    finding, origin = seen[0]
+    assert origin.server is not None and origin.server.pid == proc.proc.pid
+    assert origin.source.live and origin.key == f"pid{proc.proc.pid}"
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    audits = [d for d in lines if d.get("notice") == "watchdog"]
+    assert {d["details"]["finding"] for d in audits} == {f.id for f, _ in seen}

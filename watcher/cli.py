@@ -1,33 +1,60 @@
-"""The ``inspect-watch`` command line: thin click commands wiring the library together.
+"""The ``inspect-watch`` command line: click declarations over the library.
 
-Commands parse options and connect sources, the engine and reporters; all
-formatting lives in :mod:`watcher.reporters`. Nothing here imports inspect_ai at
-module level: ``--help`` and a live watch must start fast.
-
-Exit codes: 0 ok; 1 a finding at or above ``--fail-on`` was reported (or a
-``rules test`` case failed); 2 bad input (invalid rules, options, state file or an
-output that cannot be written); 3 a source could not be read (or findings could not be
-uploaded where asked); 130 interrupted (outputs flushed, state saved); 141 the output's
-reader went away, e.g. ``| head`` (state saved).
+Each command parses its options and hands them to the library: ``watch`` and
+``replay`` to :func:`watcher.app.run` (as :class:`~watcher.app.WatchOptions`), ``demo``
+to :mod:`watcher.demo`, ``record`` to :mod:`watcher.record`, ``report`` to the
+reporters, ``rules`` (:mod:`watcher.rules_cli`) to the engine. Nothing here imports
+inspect_ai at module level, and the library itself only when a command runs:
+``--help`` and a live watch must start fast. Exit codes:
+:class:`watcher.exit_codes.ExitCode`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from watcher import __version__
 from watcher.engine import COMPILED
+from watcher.exit_codes import ExitCode
+from watcher.rules_cli import rules as rules_group
 
 if TYPE_CHECKING:
+    from watcher.app import OptionsError
     from watcher.events import Tier
 
 LEVELS = click.Choice(["low", "medium", "high"])
+
+
+class ReporterChoice(click.ParamType):
+    """A reporter for ``command`` (``watch`` or ``report``): a built-in one, or one
+    another package registers (:mod:`watcher.reporters.registry`). The registry is
+    imported when a value is checked or the help is shown, not for every command."""
+
+    name = "format"
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        from watcher.reporters.registry import builtin_names
+
+        return "[" + "|".join(builtin_names(self.command)) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        from watcher.reporters.registry import BUILTIN, ReporterError, get_reporter
+
+        name = str(value)
+        if name not in BUILTIN or self.command not in BUILTIN[name].commands:
+            try:
+                get_reporter(name, self.command)
+            except ReporterError as e:
+                self.fail(str(e), param, ctx)
+        return name
 
 
 def _rule_options(f: Any) -> Any:
@@ -47,27 +74,35 @@ def _rule_options(f: Any) -> Any:
     return f
 
 
-def load_engine(rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[str, ...],
-                needs_max: str | None, no_builtin: bool = False,
-                suppress: str | None = None) -> Any:
-    """Load and compile the rules, or exit 2 with every error located."""
-    from watcher.engine import Engine, RuleLoadErrors, load_rules, load_suppressions
+def _bad_input(e: OptionsError) -> NoReturn:
+    """Options the library refused: a usage error naming the option, else exit 2."""
+    if e.option:
+        raise click.BadParameter(str(e), param_hint=e.option) from e
+    click.echo(f"inspect-watch: {e}", err=True)
+    sys.exit(ExitCode.BAD_INPUT)
+
+
+def _run(**options: Any) -> NoReturn:
+    """Run a watch with these :class:`~watcher.app.WatchOptions`; exit with its code."""
+    from watcher import app
 
     try:
-        ruleset = load_rules(paths=list(rules), builtin=not no_builtin, disable=list(disable),
-                             only=list(only), needs_max=needs_max)
-        suppressions = load_suppressions(suppress) if suppress else []
-    except RuleLoadErrors as e:
-        click.echo(e.render() if hasattr(e, "render") else str(e), err=True)
-        click.echo("inspect-watch: refusing to start with invalid rules", err=True)
-        sys.exit(2)
-    engine = Engine(ruleset, suppressions)
-    # what is loaded by now (modules, the compiled rules) lives as long as the watch: out
-    # of the collector's way, a scan that decodes thousands of transcripts runs 4 % faster
-    import gc
+        code = app.run(app.WatchOptions(**options))
+    except app.OptionsError as e:
+        _bad_input(e)
+    sys.exit(code)
 
-    gc.freeze()
-    return engine
+
+def _check(*checks: tuple[str | None, str]) -> None:
+    """Outputs that must be writable (and the limits) before a command starts."""
+    from watcher import app
+
+    try:
+        for path, option in checks:
+            app.check_output(path, option)
+        app.check_limits()
+    except app.OptionsError as e:
+        _bad_input(e)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -84,231 +119,7 @@ def main() -> None:
     """
 
 
-def _sinks(fmt: str, output: str | None, quiet: bool, no_color: bool, min_confidence: str,
-           full_evidence: bool) -> list[Any]:
-    from watcher.reporters import JsonlReporter, TextReporter
-
-    sinks: list[Any] = []
-    if fmt == "jsonl":
-        from watcher.reporters.remote import RemoteJsonlReporter, is_url
-
-        if output and is_url(output):
-            sinks.append(RemoteJsonlReporter(output, full_evidence=full_evidence))
-        elif output:
-            sinks.append(JsonlReporter(output, full_evidence=full_evidence))
-        else:
-            sinks.append(JsonlReporter(stream=sys.stdout, full_evidence=full_evidence))
-    else:
-        stream = sys.stdout
-        if output:
-            stream = open(output, "a", encoding="utf-8")  # noqa: SIM115 - closed at stop
-        sinks.append(TextReporter(stream, quiet=quiet, color=False if no_color else None,
-                                  min_confidence=min_confidence))
-    return sinks
-
-
-def _local(path: str | None) -> Path | None:
-    """A plain path or ``file://`` URL as a local path; ``None`` for none or another URL."""
-    from watcher.reporters.remote import is_url
-
-    if not path or is_url(path):
-        return None
-    return Path(path.removeprefix("file://")).expanduser()
-
-
-def _check_output(path: str | None, hint: str) -> None:
-    """A local output path the watch can write, checked before it starts: a report that
-    failed at the end would cost the whole watch (remote URLs are checked by writing)."""
-    target = _local(path)
-    if target is None:
-        return
-    # a symlink is written through: what matters is where it points (a dangling one is
-    # created there, as `> PATH` would; its directory must exist)
-    real = Path(os.path.realpath(target))
-    via = f" (where the symlink {path} points)" if real != target.absolute() else ""
-    if real.is_symlink():
-        raise click.BadParameter(f"{path} is a symlink loop", param_hint=hint)
-    if target.is_dir():
-        raise click.BadParameter(f"{path} is a directory", param_hint=hint)
-    if not real.parent.is_dir():
-        raise click.BadParameter(f"directory {real.parent} does not exist{via}",
-                                 param_hint=hint)
-    if not os.access(real.parent, os.W_OK) or real.exists() and not os.access(real, os.W_OK):
-        raise click.BadParameter(f"{path} is not writable", param_hint=hint)
-
-
-def _check_limits() -> None:
-    """An override of a limit (``INSPECT_WATCH_MAX_…``, README "Limits") that is not a
-    positive number is bad input, said before the watch starts."""
-    from watcher.limits import LimitError, check
-
-    try:
-        check()
-    except LimitError as e:
-        click.echo(f"inspect-watch: {e}", err=True)
-        sys.exit(2)
-
-
-# a post-hoc scan of local logs this large is split over every CPU unless --jobs says
-# otherwise: forking costs tens of milliseconds, decoding 8 MB of logs about a second
-AUTO_JOBS_BYTES = 8 * 1024 * 1024
-
-
-def _local_log_bytes(log_dir: str | None, cap: int = AUTO_JOBS_BYTES) -> int:
-    """The size of the local Inspect logs under ``log_dir`` (0 for a URL), counted until
-    it reaches ``cap`` (a large directory is not walked to its end for this)."""
-    local = _local(log_dir)
-    if local is None:
-        return 0
-    if local.is_file():
-        return local.stat().st_size
-    total = 0
-    for root, _dirs, files in os.walk(local):
-        for name in files:
-            if name.endswith((".eval", ".json")):
-                try:
-                    total += os.stat(os.path.join(root, name)).st_size
-                except OSError:
-                    continue
-                if total >= cap:
-                    return total
-    return total
-
-
-def _check_log_dir(log_dir: str | None) -> None:
-    """A local ``--log-dir`` must exist: an empty scan of a mistyped path looks like a
-    clean run."""
-    local = _local(log_dir)
-    if local is not None and not local.exists():
-        raise click.BadParameter(f"{log_dir} does not exist", param_hint="--log-dir")
-
-
-def _quiet_closed_stdout() -> None:
-    """Point a stdout whose reader has gone at /dev/null: what is still buffered for it
-    can never arrive, and Python's flush at exit would print a BrokenPipeError."""
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def run_watch(engine: Any, *, selector: Any, log_dir: str | None = None,
-              replay: list[str] | None = None, poll: float = 1.0, fmt: str = "text",
-              output: str | None = None, min_confidence: str = "low", once: bool = False,
-              state_path: str | None = None, transport: str = "auto",
-              fail_on: str | None = None, follow: bool = False, quiet: bool = False,
-              no_color: bool = False, summary_md: str | None = None,
-              summary_html: str | None = None, full_evidence: bool = False,
-              on_finding: str | None = None, wait_for_evals: float = 0.0,
-              extra_sinks: list[Any] | None = None, jobs: int = 1,
-              on_finding_timeout: float | None = None, notify: tuple[str, ...] = (),
-              notify_min_confidence: str | None = None, notify_rate: int | None = None,
-              alert_queue: int | None = None, alert_drain: float | None = None,
-              log_hints: bool = True) -> int:
-    """Run one watch with reporters; returns the exit code."""
-    from watcher.state import StateError, WatchState
-    from watcher.watch import EXIT_BAD_INPUT
-
-    try:
-        # checked now (a state that cannot be saved would be lost at the end of the watch)
-        state = WatchState.open(Path(state_path)) if state_path else WatchState()
-    except StateError as e:
-        click.echo(f"inspect-watch: {e}", err=True)
-        return EXIT_BAD_INPUT
-    from watcher import alertqueue, hooks
-
-    queue_size = alert_queue if alert_queue is not None else alertqueue.QUEUE_SIZE
-    alerts: list[Any] = []
-    if notify:  # before any output is opened: a usage error leaves nothing behind
-        from watcher.notify import MIN_CONFIDENCE, PER_MINUTE, Notifier, NotifyError
-
-        try:
-            alerts.append(Notifier(notify, min_confidence=notify_min_confidence or MIN_CONFIDENCE,
-                                   per_minute=notify_rate or PER_MINUTE, queue_size=queue_size))
-        except NotifyError as e:
-            click.echo(f"inspect-watch: {e}", err=True)
-            return EXIT_BAD_INPUT
-    if on_finding:
-        alerts.append(hooks.CommandHook(on_finding, timeout=on_finding_timeout or hooks.TIMEOUT,
-                                        queue_size=queue_size))
-    try:
-        sinks = _sinks(fmt, output, quiet, no_color, min_confidence, full_evidence) + alerts
-    except OSError as e:
-        state.close()
-        click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
-        return EXIT_BAD_INPUT
-    try:
-        return _run_watch(engine, state, sinks, selector=selector, log_dir=log_dir,
-                          replay=replay, poll=poll, output=output,
-                          min_confidence=min_confidence, once=once, transport=transport,
-                          fail_on=fail_on, follow=follow, summary_md=summary_md,
-                          summary_html=summary_html, wait_for_evals=wait_for_evals,
-                          extra_sinks=extra_sinks, jobs=jobs, log_hints=log_hints,
-                          alert_drain=alertqueue.DRAIN_SECONDS if alert_drain is None
-                          else alert_drain)
-    finally:
-        state.close()
-
-
-def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
-               log_dir: str | None, replay: list[str] | None, poll: float, output: str | None,
-               min_confidence: str, once: bool, transport: str, fail_on: str | None,
-               follow: bool, summary_md: str | None, summary_html: str | None,
-               wait_for_evals: float, extra_sinks: list[Any] | None, jobs: int,
-               log_hints: bool, alert_drain: float) -> int:
-    from watcher.reporters import HtmlReporter, MarkdownReporter, RunContext
-    from watcher.reporters.remote import OutputError
-    from watcher.watch import EXIT_BAD_INPUT, EXIT_SOURCE, Watch, WatchConfig
-
-    sinks += extra_sinks or []
-    config = WatchConfig(transport=transport, log_dir=log_dir, replay=replay or [],
-                         follow=follow, once=once, poll=poll, selector=selector,
-                         min_confidence=min_confidence, fail_on=fail_on,
-                         wait_for_evals=wait_for_evals, jobs=jobs, log_hints=log_hints,
-                         alert_drain=alert_drain)
-    watch = Watch(engine, config, state, sinks)
-    context = RunContext(started_at=watch.started_at,
-                         sources=(log_dir,) if log_dir else tuple(replay or ()) or ("live",),
-                         log_dirs=(log_dir,) if log_dir else (),
-                         rules=tuple(r.id for r in engine.rules), version=__version__)
-    try:
-        for sink in sinks:
-            sink.start(context)
-    except OutputError as e:
-        click.echo(f"inspect-watch: {e}", err=True)
-        return EXIT_BAD_INPUT
-    except OSError as e:  # checked before; the path changed since
-        click.echo(f"inspect-watch: cannot write {output}: {e.strerror or e}", err=True)
-        return EXIT_BAD_INPUT
-    result = watch.run()
-    summary = watch.summary()
-    for sink in sinks:  # less any whose reader went away during the watch
-        sink.stop(summary)
-    if result.output_closed:
-        _quiet_closed_stdout()
-    if result.write_error:
-        click.echo(f"inspect-watch: cannot write findings ({result.write_error}); the watch "
-                   "stopped and saved its state: the next run with the same --state reports "
-                   "what was not written", err=True)
-    if result.state_error:
-        click.echo(f"inspect-watch: cannot save the state file {result.state_error}; the "
-                   "watch stopped: what it could not remember it did not report, and the "
-                   "next run with a state it can save reports it", err=True)
-    # findings that did not reach a remote --output (kept locally; the reporter said where)
-    lost = any(getattr(sink, "lost", False) for sink in sinks)
-    code = result.exit_code or (EXIT_SOURCE if lost else 0)
-    for path, cls in ((summary_md, MarkdownReporter), (summary_html, HtmlReporter)):
-        if not path:
-            continue
-        try:
-            rep = cls(path)
-            rep.start(context)
-            rep.stop(summary)
-        except OSError as e:  # checked at the start; the disk or directory changed since
-            click.echo(f"inspect-watch: could not write the report {path}: "
-                       f"{e.strerror or e}", err=True)
-            code = code or EXIT_SOURCE
-    return code
+main.add_command(rules_group, name="rules")
 
 
 @main.command()
@@ -319,8 +130,9 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
               "(a directory, a file, or a URL such as s3://bucket/logs).")
 @_rule_options
 @click.option("--poll", type=float, default=1.0, show_default=True, help="Seconds between polls.")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
-              show_default=True)
+@click.option("--format", "format", type=ReporterChoice("watch"), default="text",
+              show_default=True, help="How findings are written: text, jsonl, or a reporter "
+              "another package registers (entry point group inspect_watch.reporters).")
 @click.option("--output", "-o", help="Write findings here (appended) instead of stdout.")
 @click.option("--min-confidence", type=LEVELS, default="low", show_default=True)
 @click.option("--once", is_flag=True, help="Read what is there now, report, exit.")
@@ -364,75 +176,34 @@ def _run_watch(engine: Any, state: Any, sinks: list[Any], *, selector: Any,
               help="With --log-dir and --once: scan samples in this many processes "
               "(0: one per CPU). Default: one per CPU for local logs of 8 MB or more, "
               "else one.")
-def watch(task: str | None, sample_id: str | None, epoch: int | None, log_dir: str | None,
-          rules: tuple[str, ...], disable: tuple[str, ...], only: tuple[str, ...],
-          needs_max: str | None, no_builtin: bool, suppress: str | None, poll: float, fmt: str,
-          output: str | None,
-          min_confidence: str, once: bool, state_path: str | None, transport: str,
-          fail_on: str | None, follow: bool, quiet: bool, no_color: bool,
-          summary_md: str | None, summary_html: str | None, full_evidence: bool,
-          on_finding: str | None, on_finding_timeout: float, notify: tuple[str, ...],
-          notify_min_confidence: str, notify_rate: int, alert_queue: int, alert_drain: float,
-          jobs: int | None) -> None:
+def watch(task: str | None, sample_id: str | None, epoch: int | None,
+          **options: Any) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
-    import os
+    from watcher.run.runner import Selector
 
-    from watcher.runner import Selector
-
-    if poll <= 0:
-        raise click.BadParameter("must be positive", param_hint="--poll")
-    if jobs is not None and jobs < 0:
-        raise click.BadParameter("must be 0 (one per CPU) or more", param_hint="--jobs")
-    if jobs is None:  # the findings are the same either way; a large scan takes less time
-        big = bool(log_dir and once) and _local_log_bytes(log_dir) >= AUTO_JOBS_BYTES
-        jobs = 0 if big else 1
-    jobs = jobs or os.cpu_count() or 1
-    if jobs > 1 and not (log_dir and once):
-        raise click.BadParameter("parallel scans read logs: use it with --log-dir and --once",
-                                 param_hint="--jobs")
-    _check_log_dir(log_dir)
-    _check_limits()
-    for path, hint in ((output, "--output"), (summary_md, "--summary"),
-                       (summary_html, "--html")):
-        _check_output(path, hint)
-    engine = load_engine(rules, disable, only, needs_max, no_builtin, suppress)
-    code = run_watch(engine, selector=Selector(task, sample_id, epoch), log_dir=log_dir,
-                     poll=poll, fmt=fmt, output=output, min_confidence=min_confidence,
-                     once=once, state_path=state_path, transport=transport, fail_on=fail_on,
-                     follow=follow, quiet=quiet, no_color=no_color, summary_md=summary_md,
-                     summary_html=summary_html, full_evidence=full_evidence,
-                     on_finding=on_finding, jobs=jobs, on_finding_timeout=on_finding_timeout,
-                     notify=notify, notify_min_confidence=notify_min_confidence,
-                     notify_rate=notify_rate, alert_queue=alert_queue, alert_drain=alert_drain)
-    sys.exit(code)
+    _run(selector=Selector(task, sample_id, epoch), **options)
 
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @_rule_options
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text")
+@click.option("--format", "format", type=ReporterChoice("watch"), default="text")
 @click.option("--output", "-o")
 @click.option("--min-confidence", type=LEVELS, default="low")
 @click.option("--fail-on", type=LEVELS)
-def replay(files: tuple[str, ...], rules: tuple[str, ...], disable: tuple[str, ...],
-           only: tuple[str, ...], needs_max: str | None, no_builtin: bool,
-           suppress: str | None, fmt: str, output: str | None, min_confidence: str,
-           fail_on: str | None) -> None:
+def replay(files: tuple[str, ...], **options: Any) -> None:
     """Run the rules over recorded event pages (JSONL from `record`)."""
-    from watcher.runner import Selector
     from watcher.sources.base import SourceError
     from watcher.sources.replay import read_recordings
 
-    _check_output(output, "--output")
+    _check((options["output"], "--output"))
     for f in files:  # a file that is no recording is bad input, located, before any rule runs
         try:
             read_recordings(f)
         except SourceError as e:
             click.echo(f"inspect-watch replay: {e}", err=True)
-            sys.exit(2)
-    engine = load_engine(rules, disable, only, needs_max, no_builtin, suppress)
-    sys.exit(run_watch(engine, selector=Selector(), replay=list(files), fmt=fmt, output=output,
-                       min_confidence=min_confidence, fail_on=fail_on, quiet=True, poll=0.05))
+            sys.exit(ExitCode.BAD_INPUT)
+    _run(replay=files, quiet=True, poll=0.05, **options)
 
 
 @main.command(name="ls")
@@ -490,14 +261,12 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
     """Record one sample's event pages to a JSONL file (for fixtures and bug reports)."""
     from watcher.record import RecordError, record_sample
 
-    _check_output(output, "--output")
-    _check_limits()
-
+    _check((output, "--output"))
     try:
         recorded = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)
     except RecordError as e:
         click.echo(f"inspect-watch record: {e}", err=True)
-        sys.exit(3)
+        sys.exit(ExitCode.SOURCE)
     if recorded.partial:
         click.echo(f"recorded {recorded.pages} pages to {output}: partial, the sample was "
                    "still running (replay reads it to its end)")
@@ -507,7 +276,7 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
 
 @main.command()
 @click.argument("files", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default="markdown")
+@click.option("--format", "fmt", type=ReporterChoice("report"), default="markdown")
 @click.option("--output", "-o", help="Write the report here (default: stdout).")
 @click.option("--logs/--no-logs", "read_logs", default=True, show_default=True,
               help="Read the header and sample summaries of the logs the findings name "
@@ -519,10 +288,10 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
     """Summarise findings JSONL files (several watchers or hosts merge into one), with the
     sample counts and scores of the logs they name."""
     from watcher.logsummary import with_logs
-    from watcher.reporters import REPORTERS, RunContext
+    from watcher.reporters import OutputOptions, ReportContext, get_reporter
     from watcher.reporters.jsonl import summary_from_jsonl
 
-    _check_output(output, "--output")
+    _check((output, "--output"))
     skipped: list[str] = []
     try:
         summary = summary_from_jsonl(list(files), skipped)
@@ -530,14 +299,13 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
         what = getattr(e, "filename", None) or " ".join(files)
         click.echo(f"inspect-watch report: cannot read {what}: "
                    f"{getattr(e, 'strerror', None) or f'{type(e).__name__}: {e}'}", err=True)
-        sys.exit(3)
+        sys.exit(ExitCode.SOURCE)
     if skipped:  # the report shows the rest, and says so in its notices
         click.echo(f"inspect-watch report: skipped {len(skipped)} malformed record(s); "
                    f"first: {skipped[0]}", err=True)
     summary = with_logs(summary, read=read_logs, max_logs=max_logs)
-    cls = REPORTERS[fmt]
-    rep = cls(output) if output else cls(stream=sys.stdout)  # type: ignore[call-arg]
-    rep.start(RunContext(sources=files, version=__version__))
+    rep = get_reporter(fmt, "report").open(output, OutputOptions())
+    rep.start(ReportContext(sources=files, version=__version__))
     rep.stop(summary)
 
 
@@ -551,16 +319,6 @@ def demo(keep_logs: str | None, no_color: bool) -> None:
 
     sys.exit(run_demo(keep_logs=keep_logs, no_color=no_color))
 
-
-def _mount_rules() -> None:
-    try:
-        from watcher.rules_cli import rules as rules_group
-    except ImportError:  # pragma: no cover - during development only
-        return
-    main.add_command(rules_group, name="rules")
-
-
-_mount_rules()
 
 if __name__ == "__main__":
     main()

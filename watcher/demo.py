@@ -3,8 +3,8 @@
 The eval (``examples/demo_eval.py``, shipped in the wheel as
 ``watcher.examples``) uses the scripted model, so it needs no API key and no
 network. It runs with a private discovery directory so the demo watches only
-its own eval, and the eval process is always stopped (SIGINT, then SIGKILL)
-before the demo returns.
+its own eval, watched like any live one through :func:`watcher.app.run`, and the eval
+process is always stopped (SIGINT, then SIGKILL) before the demo returns.
 
 At the end it names the samples without findings and says why that is right (the clean
 sample did nothing a rule looks for). Without ``--keep-logs`` the eval's log goes to a
@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from watcher.exit_codes import ExitCode
 from watcher.resources import bundled_dir
 
 # what each of the demo eval's samples does, and so what the watch should say about it
@@ -77,12 +78,17 @@ def clean_samples_report(summary: Any) -> list[str]:
     return lines
 
 
-def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
-    from watcher.cli import load_engine, run_watch
-    from watcher.runner import Selector
-    from watcher.watch import EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED
+def run_demo(keep_logs: str | None = None, no_color: bool = False) -> ExitCode:
+    """Run the example eval and watch it with :func:`watcher.app.run`; its exit code
+    (a watch that found something is a demo that worked: 0)."""
+    from watcher import app
+    from watcher.engine import RuleLoadErrors
 
-    engine = load_engine((), (), (), None)
+    try:  # before the eval starts: invalid rules (a user's rule directory) stop the demo
+        engine = app.load_engine(app.WatchOptions())
+    except RuleLoadErrors as e:
+        app.say_rule_errors(e)
+        return ExitCode.BAD_INPUT
     eval_file = bundled_dir("examples") / "demo_eval.py"
     with tempfile.TemporaryDirectory(prefix="inspect-watch-demo-", dir=_temp_root()) as tmp:
         data_home = Path(tmp) / "data"
@@ -105,13 +111,13 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
                 out.flush()
                 click.echo("inspect-watch demo: the example eval did not start:\n"
                            + (Path(tmp) / "eval.out").read_text()[-2000:], err=True)
-                return 3
+                return ExitCode.SOURCE
             ending = _Summary()
-            code = run_watch(engine, selector=Selector(), poll=0.5, no_color=no_color,
-                             extra_sinks=[ending], log_hints=bool(keep_logs))
-            if code == EXIT_OUTPUT_CLOSED:  # `demo | head`: nobody reads on; stop the eval
+            options = app.WatchOptions(poll=0.5, no_color=no_color, log_hints=bool(keep_logs))
+            code = app.run(options, sinks=[ending], engine=engine)
+            if code == ExitCode.OUTPUT_CLOSED:  # `demo | head`: nobody reads on; stop the eval
                 return code
-            if code == EXIT_INTERRUPTED:  # Ctrl+C or SIGTERM: stop the eval, do not await it
+            if code == ExitCode.INTERRUPTED:  # Ctrl+C or SIGTERM: stop the eval, do not await it
                 click.echo("inspect-watch demo: interrupted; stopping the example eval")
                 return code
             proc.wait(timeout=60)
@@ -120,7 +126,7 @@ def run_demo(keep_logs: str | None = None, no_color: bool = False) -> int:
             click.echo(f"inspect-watch demo: eval finished; logs in {log_dir}" if keep_logs
                        else "inspect-watch demo: eval finished; its log was in a temporary "
                        "directory, now removed (--keep-logs DIR keeps it)")
-            return 0 if code in (0, 1) else code
+            return ExitCode.OK if code in (ExitCode.OK, ExitCode.FAIL_ON) else code
         finally:
             os.environ.pop("INSPECT_WATCH_CONTROL_DIR", None)
             _stop(proc)

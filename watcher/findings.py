@@ -186,7 +186,7 @@ def finding_id(rule: str, sample: SampleRef, episode: int) -> str:
 class Notice:
     """Something the watcher itself reports: coverage gaps, processes gone, errors."""
 
-    kind: str  # e.g. "gap", "process_gone", "source_error", "attempt", "rule_error"
+    kind: str  # e.g. "gap", "process_gone", "source_error", "attempt" (docs/findings.md)
     message: str
     sample: SampleRef | None = None
     at: float = 0.0

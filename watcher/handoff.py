@@ -7,6 +7,10 @@ from Inspect's TUI, ``inspect ctl sample cancel`` (only when the installed
 Inspect has it), or a graceful ``kill -INT`` of the whole run after the user
 agrees. Task names and sample ids come from datasets and agents, so every
 value pasted into a command is shell-quoted and placed after ``--``.
+
+:func:`finding_handoff` is what the watch puts in every finding it reports (JSONL
+included, so an agent reading findings gets the commands too); the reporters render
+it as they find it.
 """
 
 from __future__ import annotations
@@ -101,6 +105,21 @@ def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
         where = shlex.quote(s.log_location)
         lines.append(f"Log: {where} (open with: {view_command(s.log_location)})")
     return "\n".join(lines)
+
+
+def finding_handoff(f: Finding, live: bool = True, log_hint: bool = True) -> str:
+    """The hand-off to print: the finding's own text plus the generated actions.
+
+    Rules may carry their own advice in ``handoff``; the generated part (what the
+    watcher did not do, and the cancel/interrupt commands) is appended unless
+    the text already contains it. ``log_hint=False`` leaves out where the log is (for a
+    log that will not be there to open: the demo's, without ``--keep-logs``).
+    """
+    if HANDOFF_MARKER in f.handoff:
+        return f.handoff
+    generated = handoff_text(f, f.sample.pid, live and detect_sample_cancel(), live=live,
+                             log_hint=log_hint)
+    return f"{f.handoff.rstrip()}\n{generated}" if f.handoff.strip() else generated
 
 
 def view_command(log_location: str) -> str:

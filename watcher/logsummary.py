@@ -3,7 +3,7 @@ findings name, read from their headers and sample summaries only.
 
 A findings file says which samples had findings, not how many samples a task had, how
 many succeeded or what it scored. The logs know: each finding names its log
-(``log_location``), and :class:`~watcher.sources.logs.LogSource` reads a log's header and
+(``log_location``), and :class:`~watcher.sources.logfiles.LogSource` reads a log's header and
 sample summaries (local, or any fsspec URL) without parsing a single event. The cost is
 bounded: at most ``max_logs`` logs are read. What could not be read is said per task, in
 plain words, so a report prints ``?`` and why instead of zeros.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from watcher.reporters.base import RunSummary, SampleSummary, TaskSummary
+from watcher.summary import RunSummary, SampleSummary, TaskSummary, sample_summary
 
 MAX_LOGS = 50  # logs ``report`` reads at most (--max-logs)
 
@@ -22,8 +22,7 @@ def with_logs(summary: RunSummary, *, read: bool = True, max_logs: int = MAX_LOG
     """``summary`` (from findings files) with its tasks and samples read from the logs its
     findings and notices name; each task not read says why in ``TaskSummary.unknown``."""
     from watcher.sources.base import SourceError
-    from watcher.sources.logs import LogSource
-    from watcher.watch import sample_summary
+    from watcher.sources.logfiles import LogSource
 
     locations: list[str] = []
     for ref in [f.sample for f in summary.findings] + [n.sample for n in summary.notices

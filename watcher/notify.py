@@ -33,7 +33,7 @@ from typing import Any
 from watcher.alertqueue import QUEUE_SIZE, AlertWorker
 from watcher.findings import Finding, Notice, confidence_rank
 from watcher.handoff import view_command
-from watcher.reporters._format import fmt_span
+from watcher.reporters.formatting import fmt_span
 from watcher.sanitize import UNTRUSTED_LABEL, clean_text, quote_agent_text
 
 MIN_CONFIDENCE = "high"

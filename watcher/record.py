@@ -22,7 +22,7 @@ class Recorded(NamedTuple):
 
 
 def _find(sources: list[Source], task: str) -> tuple[Source, TaskInfo]:
-    from watcher.runner import Selector
+    from watcher.run.runner import Selector
 
     selector = Selector(task)
     for src in sources:
@@ -40,7 +40,7 @@ def record_sample(task: str, sample_id: str, epoch: int, output: str, *, tier: T
     sources: list[Source] = []
     try:
         if log_dir:
-            from watcher.sources.logs import LogSource
+            from watcher.sources.logfiles import LogSource
 
             sources.append(LogSource(log_dir))
         else:

@@ -45,6 +45,7 @@ from watcher.sources.base import (
     EventPage,
     SampleListing,
     SampleRow,
+    Source,
     SourceError,
     TaskInfo,
     decode_cursor,
@@ -200,7 +201,7 @@ def _listing(location: str) -> _Listing | None:
 
 
 def _read_listing(location: str) -> _Listing | None:
-    from watcher.sources.logs import LogSource
+    from watcher.sources.logfiles import LogSource
 
     source = LogSource(location, cache_size=1)
     try:
@@ -252,7 +253,7 @@ def _info_row(t: Any, sample_id: str, epoch: int) -> dict[str, Any]:
 # -- events ---------------------------------------------------------------------------
 
 
-class _Events:
+class _Events(Source):
     """One transcript's raw events as a :class:`~watcher.sources.base.Source` of one
     sample, paged and type-filtered as the log source pages them (the stream reads only
     :meth:`events`)."""

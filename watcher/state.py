@@ -9,7 +9,7 @@ Live tasks not read to their end are remembered with their logs (``open_evals``)
 if the eval has exited by the next watch, that watch reads the rest from the log.
 
 The watch saves the state as it goes, before the findings it marks reported are
-written (see :meth:`watcher.watch.Watch._flush`), so a watcher killed outright
+written (see :meth:`watcher.run.router.Router.flush`), so a watcher killed outright
 reports nothing twice when resumed. One watcher at a time: :meth:`WatchState.open`
 takes an exclusive lock (``flock``) on ``FILE.lock`` beside the state.
 

@@ -87,24 +87,6 @@ class SampleStream:
         # the last poll stopped at its page budget with more to read: poll again soon
         self.behind = False
 
-    # -- state for --state files -------------------------------------------
-
-    def snapshot(self) -> dict[str, Any]:
-        """Resumable position: replaying from here repeats nothing delivered."""
-        return {"attempt": self.attempt, "cursor": self.cursor, "nonce": self.nonce,
-                "reread": list(self._reread) if self._reread is not None else None,
-                "done": self.done,
-                "seen": [k for k, complete in self._seen.items() if complete]}
-
-    def restore(self, snap: dict[str, Any]) -> None:
-        self.attempt = int(snap.get("attempt") or 1)
-        self.cursor = snap.get("cursor")
-        self.nonce = snap.get("nonce")
-        reread = snap.get("reread")
-        self._reread = (reread[0],) if isinstance(reread, list) and reread else None
-        self.done = bool(snap.get("done"))
-        self._seen = OrderedDict((k, True) for k in snap.get("seen") or [])
-
     # -- attempts ------------------------------------------------------------
 
     def start_attempt(self, attempt: int) -> None:

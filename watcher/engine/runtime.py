@@ -33,7 +33,6 @@ class SampleStatus:
     ``in_flight`` lists events left pending, each ``{type, function, since}``;
     ``polls_without_change`` counts consecutive polls that brought nothing new, so
     a stall is only reported once it is corroborated by at least two polls.
-    ``sample_kind`` carries hints (e.g. ``{"agent": "react", "sandbox": True}``).
     """
 
     last_event_at: float | None = None
@@ -41,7 +40,6 @@ class SampleStatus:
     polls_without_change: int = 0
     in_flight: list[dict[str, Any]] = field(default_factory=list)
     last_event: dict[str, Any] | None = None
-    sample_kind: dict[str, Any] = field(default_factory=dict)
 
 
 _DIGITS = re.compile(r"\d+")

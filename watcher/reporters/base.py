@@ -1,166 +1,25 @@
-"""What reporters receive: the lifecycle, the live status and the end-of-run summary.
+"""The reporter lifecycle, and what the end-of-run reports compute from a summary.
 
-Reporters are deliberately dumb: the engine decides what is new or escalated
-and hands over immutable values (:class:`~watcher.findings.Finding`,
-:class:`~watcher.findings.Notice`, :class:`StatusSnapshot`, :class:`RunSummary`);
+Reporters are deliberately dumb: the watch decides what is new or escalated and
+hands over immutable values (:class:`~watcher.findings.Finding`,
+:class:`~watcher.findings.Notice`, and from :mod:`watcher.summary` the
+:class:`~watcher.summary.StatusSnapshot` and :class:`~watcher.summary.RunSummary`);
 a reporter only renders them. That keeps live output, JSONL and post-hoc reports
-consistent, and lets ``report`` rebuild a :class:`RunSummary` from files alone.
+consistent, and lets ``report`` rebuild a summary from files alone. The helpers here
+(grouping by confidence, outliers, sample counts per task) are the reports' own
+arithmetic over a summary.
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
-from watcher.findings import CONFIDENCE_LEVELS, Finding, Notice, confidence_rank
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """Handed to :meth:`Reporter.start`: what is being watched, for banners and headers."""
-
-    started_at: float = 0.0
-    sources: tuple[str, ...] = ()  # e.g. "http://127.0.0.1:7575", "/logs/x.eval"
-    log_dirs: tuple[str, ...] = ()
-    rules: tuple[str, ...] = ()
-    version: str = ""
-
-
-@dataclass(frozen=True)
-class TaskStatus:
-    """One task+model row of the live status area."""
-
-    task: str
-    model: str
-    eval_id: str = ""
-    running: int = 0
-    done: int = 0
-    errored: int = 0
-    total: int | None = None
-    finished: bool = False
-
-
-@dataclass(frozen=True)
-class StatusSnapshot:
-    """The live picture the text reporter redraws in place.
-
-    ``now`` is supplied by the caller (not read by the reporter) so rendering is
-    deterministic and testable; ``since_last_poll`` derives from it.
-    """
-
-    tasks: tuple[TaskStatus, ...] = ()
-    findings_by_confidence: dict[str, int] = field(default_factory=dict)
-    now: float = 0.0
-    last_poll_at: float | None = None
-    polls: int = 0
-    notices: int = 0
-
-    @property
-    def since_last_poll(self) -> float | None:
-        """Seconds since the last successful poll, or None before the first."""
-        if self.last_poll_at is None:
-            return None
-        return max(0.0, self.now - self.last_poll_at)
-
-
-@dataclass(frozen=True)
-class SampleSummary:
-    """One sample (epoch) at the end of the run. ``error`` may contain agent text."""
-
-    task: str
-    model: str
-    sample_id: str
-    epoch: int = 1
-    eval_id: str = ""
-    status: str = "success"  # success | error | cancelled | running | unknown
-    total_time: float | None = None
-    working_time: float | None = None
-    total_tokens: int | None = None
-    retries: int = 0
-    error: str | None = None
-    retry_errors: tuple[str, ...] = ()  # errors of earlier attempts that were retried
-    score: str | None = None  # display form of the main score, if known
-    log_location: str | None = None
-
-
-@dataclass(frozen=True)
-class TaskSummary:
-    """One task+model at the end of the run; ``scores`` maps metric name to value.
-
-    ``unknown`` says, in plain words, why its samples and scores are not known (a task
-    known only from findings whose log was not read): reports then print ``?`` and the
-    reason, not zeros.
-    """
-
-    task: str
-    model: str
-    eval_id: str = ""
-    task_id: str = ""
-    status: str = ""
-    scores: dict[str, float] = field(default_factory=dict)
-    total_samples: int | None = None
-    log_location: str | None = None
-    unknown: str = ""
-
-
-FROM_FINDINGS_ONLY = ("known only from findings, which hold no sample counts or scores "
-                      "(`inspect-watch report` reads them from the log)")
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """Everything the end-of-run reports show. ``findings`` are final (folded) snapshots."""
-
-    tasks: tuple[TaskSummary, ...] = ()
-    samples: tuple[SampleSummary, ...] = ()
-    findings: tuple[Finding, ...] = ()
-    notices: tuple[Notice, ...] = ()
-    log_dirs: tuple[str, ...] = ()
-    log_files: tuple[str, ...] = ()
-    started_at: float | None = None
-    ended_at: float | None = None
-
-    @classmethod
-    def from_findings(
-        cls, findings: Iterable[Finding], notices: Iterable[Notice] = (), **kw: Any
-    ) -> RunSummary:
-        """A summary known only from JSONL: tasks and log locations inferred from findings."""
-        folded = fold_findings(findings)
-        tasks: dict[tuple[str, str], TaskSummary] = {}
-        logs: list[str] = []
-        for f in folded:
-            s = f.sample
-            tasks.setdefault(
-                (s.task, s.model),
-                TaskSummary(task=s.task, model=s.model, eval_id=s.eval_id, task_id=s.task_id,
-                            log_location=s.log_location, unknown=FROM_FINDINGS_ONLY),
-            )
-            if s.log_location and s.log_location not in logs:
-                logs.append(s.log_location)
-        kw.setdefault("tasks", tuple(tasks.values()))
-        kw.setdefault("log_files", tuple(logs))
-        return cls(findings=tuple(folded), notices=tuple(notices), **kw)
-
-
-def _snapshot_rank(f: Finding) -> tuple[float, int, int, int]:
-    return (f.last_seen, f.count, confidence_rank(f.confidence), int(f.status == "ended"))
-
-
-def fold_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Keep the latest snapshot per id, in a stable order.
-
-    "Latest" is the snapshot with the greatest (last_seen, count, confidence,
-    ended); on a tie the one read later wins, so within one file the last line
-    wins, and the same episode reported by two watchers folds to the fuller one.
-    """
-    best: dict[str, Finding] = {}
-    for f in findings:
-        cur = best.get(f.id)
-        if cur is None or _snapshot_rank(f) >= _snapshot_rank(cur):
-            best[f.id] = f
-    return sorted(best.values(), key=lambda f: f.sort_key())
+from watcher.findings import CONFIDENCE_LEVELS, Finding, Notice
+from watcher.summary import ReportContext, RunSummary, SampleSummary, StatusSnapshot, TaskSummary
 
 
 def by_confidence(findings: Iterable[Finding]) -> dict[str, list[Finding]]:
@@ -263,17 +122,55 @@ def sample_counts(samples: Iterable[SampleSummary]) -> dict[str, int]:
     return counts
 
 
+@dataclass(frozen=True)
+class OutputOptions:
+    """The watch's options a reporter may honour when it is opened (:meth:`Reporter.open`)."""
+
+    quiet: bool = False  # findings and notices only: no banner or status
+    color: bool | None = None  # None: colour on a terminal unless NO_COLOR is set
+    min_confidence: str = "low"
+    full_evidence: bool = False  # JSONL: evidence in full, not shortened
+
+
+class OutputError(Exception):
+    """An output that cannot be written; raised by ``start`` before the watch begins."""
+
+
 class Reporter:
     """Base lifecycle; every hook is optional. Subclasses render, never decide.
 
     Call order: ``start`` once, then any number of ``finding`` / ``notice`` /
     ``status``, then ``stop`` once (with the summary when one is available).
-    ``finding`` receives every new, escalated or ended snapshot.
+    ``finding`` receives every new, escalated or ended snapshot. An output that
+    cannot be written raises :class:`OutputError` (or :class:`OSError`) from ``start``,
+    or :class:`OSError` later (the watch then stops and saves its state).
+
+    A reporter is found by ``name`` in the registry (:mod:`watcher.reporters.registry`);
+    ``commands`` says where it can be chosen: ``"watch"`` (``watch --format``: it takes
+    findings as the watch goes) and/or ``"report"`` (``report --format``: it renders a
+    whole run's summary at ``stop``).
     """
 
     name = "base"
+    commands: ClassVar[frozenset[str]] = frozenset()
 
-    def start(self, context: RunContext) -> None:
+    @classmethod
+    def open(cls, output: str | None, options: OutputOptions) -> Reporter:
+        """The reporter writing to ``output`` (a path or URL; ``None``: standard output).
+
+        The default builds ``cls(output)`` or ``cls(stream=sys.stdout)`` and honours no
+        option; a reporter that takes options, or other outputs, overrides it."""
+        if output:
+            return cls(output)  # type: ignore[call-arg]
+        return cls(stream=sys.stdout)  # type: ignore[call-arg]
+
+    @property
+    def lost(self) -> bool:
+        """Findings did not reach the output (and were kept elsewhere, said where): the
+        watch then ends with exit code 3."""
+        return False
+
+    def start(self, context: ReportContext) -> None:
         """The run begins."""
 
     def finding(self, f: Finding) -> None:

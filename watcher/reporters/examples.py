@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from watcher.findings import Evidence, Finding, Notice, SampleRef, finding_id
 from watcher.handoff import handoff_text
-from watcher.reporters.base import RunSummary, SampleSummary, TaskSummary
+from watcher.summary import RunSummary, SampleSummary, TaskSummary
 
 T0 = 1_700_000_000.0  # 2023-11-14 22:13:20Z
 LOG = "/logs/2023-11-14T22-13-20_demo_abc123.eval"
@@ -91,7 +91,7 @@ def example_notices() -> list[Notice]:
 
 def example_summary() -> RunSummary:
     """The run the golden Markdown/HTML reports are rendered from."""
-    from watcher.reporters.base import fold_findings
+    from watcher.summary import fold_findings
 
     samples = [
         SampleSummary(task="demo", model="mockllm/model", eval_id="eval1", sample_id=str(i),

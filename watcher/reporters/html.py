@@ -13,28 +13,20 @@ from collections.abc import Sequence
 from html import escape
 
 from watcher.findings import Finding, Notice
-from watcher.handoff import view_command, view_dir_command
-from watcher.reporters._format import (
+from watcher.handoff import finding_handoff, view_command, view_dir_command
+from watcher.reporters.base import by_confidence, find_outliers, task_cells, unknown_tasks
+from watcher.reporters.formatting import (
     BADGES,
     detail_rows,
-    finding_handoff,
     fmt_clock,
     fmt_duration,
     fmt_number,
     fmt_span,
     fmt_time,
 )
-from watcher.reporters.base import (
-    RunSummary,
-    SampleSummary,
-    by_confidence,
-    find_outliers,
-    fold_findings,
-    task_cells,
-    unknown_tasks,
-)
 from watcher.reporters.markdown import MarkdownReporter
 from watcher.sanitize import UNTRUSTED_LABEL, html_text, quote_agent_text
+from watcher.summary import RunSummary, SampleSummary, fold_findings
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'"
 

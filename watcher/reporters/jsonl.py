@@ -14,13 +14,16 @@ import json
 import logging
 import math
 import os
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from watcher.findings import CONFIDENCE_LEVELS, SEVERITY_LEVELS, Finding, Notice, SampleRef
-from watcher.reporters.base import Reporter, RunContext, RunSummary, fold_findings
+from watcher.reporters.base import OutputOptions, Reporter
+from watcher.reporters.remote import RemoteReporter, is_url
+from watcher.summary import ReportContext, RunSummary, fold_findings
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,18 @@ class JsonlReporter(Reporter):
     """
 
     name = "jsonl"
+    commands = frozenset({"watch"})
+
+    @classmethod
+    def open(cls, output: str | None, options: OutputOptions) -> Reporter:
+        """To standard output, appended to a local file, or spooled to a local file and
+        uploaded to a URL (:class:`~watcher.reporters.remote.RemoteReporter`)."""
+        if output and is_url(output):
+            return RemoteReporter(output, lambda spool: cls(
+                spool, full_evidence=options.full_evidence))
+        if output:
+            return cls(output, full_evidence=options.full_evidence)
+        return cls(stream=sys.stdout, full_evidence=options.full_evidence)
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
                  stream: TextIO | None = None, full_evidence: bool = False) -> None:
@@ -98,7 +113,7 @@ class JsonlReporter(Reporter):
             while data:  # regular files take it in one go; loop only for safety
                 data = data[os.write(self._fd, data):]
 
-    def start(self, context: RunContext) -> None:
+    def start(self, context: ReportContext) -> None:
         if self.path is not None and self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -137,20 +152,15 @@ def _open_text(path: str) -> Any:
     return open(path, encoding="utf-8", errors="replace")
 
 
-def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Parsed lines of one JSONL file (local path or fsspec URL).
-
-    A line that does not parse is skipped with a warning: at the end of the
-    file it is the normal sign of a writer caught mid-line (or killed); in the
-    middle it means the file was damaged, which is worth a louder message.
-    """
-    for _, rec in _numbered_records(path, None):
-        yield rec
-
-
 def _numbered_records(path: str | os.PathLike[str],
                       skipped: list[str] | None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """:func:`iter_records` with line numbers; ``skipped`` gets ``file:line: reason``."""
+    """Parsed lines of one JSONL file (local path or fsspec URL), with line numbers.
+
+    A line that does not parse is skipped with a warning (and ``file:line: reason`` in
+    ``skipped``): at the end of the file it is the normal sign of a writer caught
+    mid-line (or killed); in the middle it means the file was damaged, which is worth a
+    louder message.
+    """
     p = os.fspath(path)
     with _open_text(p) as fh:
         lines = fh.read().split("\n")

@@ -17,28 +17,23 @@ from typing import TextIO
 
 from watcher.files import write_file
 from watcher.findings import Finding, Notice
-from watcher.handoff import view_command, view_dir_command
-from watcher.reporters._format import (
+from watcher.handoff import finding_handoff, view_command, view_dir_command
+from watcher.reporters.base import (
+    Outlier,
+    Reporter,
+    by_confidence,
+    find_outliers,
+    task_cells,
+    unknown_tasks,
+)
+from watcher.reporters.formatting import (
     BADGES,
     detail_rows,
-    finding_handoff,
     fmt_clock,
     fmt_duration,
     fmt_number,
     fmt_span,
     fmt_time,
-)
-from watcher.reporters.base import (
-    Outlier,
-    Reporter,
-    RunContext,
-    RunSummary,
-    SampleSummary,
-    by_confidence,
-    find_outliers,
-    fold_findings,
-    task_cells,
-    unknown_tasks,
 )
 from watcher.sanitize import (
     UNTRUSTED_LABEL,
@@ -47,6 +42,7 @@ from watcher.sanitize import (
     md_escape,
     quote_agent_text,
 )
+from watcher.summary import ReportContext, RunSummary, SampleSummary, fold_findings
 
 E = md_escape
 C = md_code
@@ -212,6 +208,7 @@ class MarkdownReporter(Reporter):
     """
 
     name = "markdown"
+    commands = frozenset({"report"})
     render = staticmethod(render_markdown)
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
@@ -220,9 +217,9 @@ class MarkdownReporter(Reporter):
         self.stream = stream
         self.findings: list[Finding] = []
         self.notices: list[Notice] = []
-        self.context: RunContext | None = None
+        self.context: ReportContext | None = None
 
-    def start(self, context: RunContext) -> None:
+    def start(self, context: ReportContext) -> None:
         self.context = context
 
     def finding(self, f: Finding) -> None:

@@ -1,9 +1,10 @@
-"""JSONL findings to a shared location through fsspec (``--output s3://…/host-a.jsonl``).
+"""Findings to a shared location through fsspec (``--output s3://…/host-a.jsonl``).
 
-Object stores cannot append, so the reporter appends to a local spool file (with
-the same one-write-per-line guarantee as :class:`JsonlReporter`) and uploads the
-whole spool to the URL at most every ``every`` seconds and at stop. One watcher
-per host writes its own object; ``inspect-watch report`` merges them.
+Object stores cannot append, so :class:`RemoteReporter` has a local reporter (the
+JSONL one: :meth:`JsonlReporter.open <watcher.reporters.jsonl.JsonlReporter.open>`
+for a URL) append to a spool file, with that reporter's own guarantees (one write per
+line), and uploads the whole spool to the URL at most every ``every`` seconds and at
+stop. One watcher per host writes its own object; ``inspect-watch report`` merges them.
 
 A URL that cannot be written at the start (no credentials, no bucket) stops the watch
 before it begins. A failed upload later (the network) never stops the watch: it is
@@ -17,10 +18,11 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from watcher.findings import Finding, Notice
-from watcher.reporters.base import Reporter, RunContext, RunSummary, StatusSnapshot
-from watcher.reporters.jsonl import JsonlReporter
+from watcher.reporters.base import OutputError, Reporter
+from watcher.summary import ReportContext, RunSummary, StatusSnapshot
 
 
 def is_url(path: str) -> bool:
@@ -28,23 +30,25 @@ def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-class RemoteJsonlReporter(Reporter):
-    """Spool locally, upload the whole JSONL to ``url`` periodically and at stop."""
+class RemoteReporter(Reporter):
+    """Spool locally with ``local(spool_path)``, upload the whole spool to ``url``
+    periodically and at stop."""
 
-    name = "jsonl-remote"
+    name = "remote"
 
-    def __init__(self, url: str, *, full_evidence: bool = False, every: float = 10.0) -> None:
+    def __init__(self, url: str, local: Callable[[str], Reporter], *, every: float = 10.0,
+                 suffix: str = ".jsonl") -> None:
         self.url = url
         self.every = every
-        fd, self.spool = tempfile.mkstemp(prefix="inspect-watch-", suffix=".jsonl")
+        fd, self.spool = tempfile.mkstemp(prefix="inspect-watch-", suffix=suffix)
         os.close(fd)
-        self._local = JsonlReporter(self.spool, full_evidence=full_evidence)
+        self._local = local(self.spool)
         self._dirty = False
         self._last_upload = 0.0
         self.uploads = 0
         self.error: str | None = None  # the last upload's failure, while it lasts
 
-    def start(self, context: RunContext) -> None:
+    def start(self, context: ReportContext) -> None:
         self._local.start(context)
         try:  # an empty object now: a URL that cannot be written fails before the watch
             self._upload()
@@ -107,11 +111,7 @@ class RemoteJsonlReporter(Reporter):
         return self._dirty
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"RemoteJsonlReporter({self.url!r})"
-
-
-class OutputError(Exception):
-    """An output the watch cannot write; raised before the watch starts."""
+        return f"RemoteReporter({self.url!r})"
 
 
 def _why(e: BaseException) -> str:

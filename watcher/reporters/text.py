@@ -17,9 +17,10 @@ import threading
 from typing import TextIO
 
 from watcher.findings import CONFIDENCE_LEVELS, Finding, Notice, confidence_rank
-from watcher.reporters._format import (
+from watcher.handoff import finding_handoff
+from watcher.reporters.base import OutputOptions, Reporter
+from watcher.reporters.formatting import (
     BADGES,
-    finding_handoff,
     fmt_clock,
     fmt_duration,
     fmt_event_times,
@@ -30,8 +31,8 @@ from watcher.reporters._format import (
     one,
     where,
 )
-from watcher.reporters.base import Reporter, RunContext, RunSummary, StatusSnapshot
 from watcher.sanitize import clean_text, quote_agent_text, visible_text
+from watcher.summary import ReportContext, RunSummary, StatusSnapshot
 
 RESET = "\x1b[0m"
 STYLES = {
@@ -89,6 +90,16 @@ class TextReporter(Reporter):
     """
 
     name = "text"
+    commands = frozenset({"watch"})
+
+    @classmethod
+    def open(cls, output: str | None, options: OutputOptions) -> TextReporter:
+        """To standard output, or appended to the file ``output`` (closed at ``stop``)."""
+        stream = open(output, "a", encoding="utf-8") if output else None  # noqa: SIM115
+        rep = cls(stream, quiet=options.quiet, color=options.color,
+                  min_confidence=options.min_confidence)
+        rep._owned = stream is not None
+        return rep
 
     def __init__(
         self,
@@ -115,6 +126,7 @@ class TextReporter(Reporter):
         self._status_drawn = 0  # lines of status area currently on screen
         self._last_status: StatusSnapshot | None = None
         self._last_status_line: tuple[float, object] | None = None
+        self._owned = False  # the stream was opened for it (and is closed at stop)
 
     # --- styling ----------------------------------------------------------------
 
@@ -212,7 +224,7 @@ class TextReporter(Reporter):
 
     # --- lifecycle ------------------------------------------------------------------
 
-    def start(self, context: RunContext) -> None:
+    def start(self, context: ReportContext) -> None:
         if self.quiet:
             return
         what = ", ".join(one(s, 200) for s in context.sources) or "?"
@@ -282,6 +294,8 @@ class TextReporter(Reporter):
                 else:
                     text += "inspect-watch: stopped.\n"
             self._write(text)
+            if self._owned:
+                self.stream.close()
 
     def _summary_text(self, summary: RunSummary) -> str:
         counts: dict[str, int] = {}

@@ -6,12 +6,20 @@ which tasks exist (``GET /tasks``), which samples a task has
 (``GET /evals/{id}/sample/events``). Events are returned *as served* (compact
 or raw dicts); the stream normalises them. Errors are typed so the pull loop
 can tell "try again" from "this process is gone" from "this is garbage".
+
+A source also *declares* what the pull loop may expect of it (:class:`Source`):
+whether it is a running eval (``live``), how many page reads it takes at once
+(``parallel_reads``), whether it can say which samples grew without being asked
+(``moved_samples``), and what it noticed about its own input (``pop_notices``).
+Sources subclass :class:`Source` explicitly, so those they do not override keep the
+defaults written here.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -111,10 +119,27 @@ class EventPage:
     missed: int = 0
 
 
+@dataclass(frozen=True)
+class SourceNotice:
+    """What a source noticed about its own input, for the watch to report as a
+    :class:`~watcher.findings.Notice` (a log it could not read, attachment references it
+    could not resolve, a sample buffer it stopped reading)."""
+
+    kind: str  # a notice kind of docs/findings.md
+    message: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
 class Source(Protocol):
-    """What the pull loop needs from any source."""
+    """What the pull loop needs from any source, and what the source says of itself."""
 
     name: str
+    # a running eval: it may start more tasks, and a read that fails may work later;
+    # not live: files (logs, recordings) that hold what they will ever hold
+    live: bool = False
+    # page reads the pull loop may have in flight at once: 1 for reads that are CPU
+    # work in this process (local logs: threads would only take turns at the GIL)
+    parallel_reads: int = 4
 
     def tasks(self) -> list[TaskInfo]:
         """Tasks this source can see now."""
@@ -132,6 +157,16 @@ class Source(Protocol):
         ``types=None`` asks for every type; the tier selects the projection.
         """
         ...
+
+    def moved_samples(self, task: TaskInfo) -> set[tuple[str, int]] | None:
+        """``(sample_id, epoch)`` of the samples with new events since the last call,
+        known without asking the eval (the sample buffer); ``None``: this source cannot
+        tell, so the pull loop lists the samples every cycle."""
+        return None
+
+    def pop_notices(self) -> list[SourceNotice]:
+        """What the source noticed since the last call (each said once)."""
+        return []
 
     def close(self) -> None:
         """Release connections and files."""

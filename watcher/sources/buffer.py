@@ -35,7 +35,6 @@ the harness's continue message, a user's reply), looked up in the sample's
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import threading
@@ -45,22 +44,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orjson import loads as _loads
+
 from watcher.attachments import ATTACHMENT_PROTOCOL, find_refs, resolve_attachments
 from watcher.discovery import discovery_dir
 from watcher.events import PROMPT_KEY, Tier
 from watcher.sources.base import (
     EventPage,
     SampleListing,
+    Source,
     SourceError,
+    SourceNotice,
     TaskInfo,
     decode_cursor,
     encode_cursor,
 )
-
-try:
-    from orjson import loads as _loads
-except ImportError:  # pragma: no cover - a declared dependency
-    _loads = json.loads  # type: ignore[assignment]  # same call, wider parameter
 
 TAIL_INTERVAL = 0.2  # seconds: reads within this of the last tail reuse it
 TAIL_BATCH = 5000  # rows per tail query
@@ -419,7 +417,7 @@ class SampleBufferReader:
         return dict(rows)
 
 
-class BufferedSource:
+class BufferedSource(Source):
     """The control-channel source, with running samples' pages read from the buffer.
 
     ``tasks``/``samples`` and every read the buffer cannot serve go to ``inner``.
@@ -428,8 +426,9 @@ class BufferedSource:
 
     def __init__(self, inner: Any, base: Path | None = None) -> None:
         self.inner = inner
-        self.name = getattr(inner, "name", "http")
-        self.parallel_reads = getattr(inner, "parallel_reads", 4)
+        self.name = inner.name
+        self.live = inner.live
+        self.parallel_reads = inner.parallel_reads
         self._base = base
         self._readers: dict[str, SampleBufferReader | None] = {}
         # (eval, sample, epoch) -> the last page the control channel served of it:
@@ -444,10 +443,10 @@ class BufferedSource:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def pop_notices(self) -> list[tuple[str, str]]:
-        """``(kind, message)`` of what the watch should report (a buffer turned off)."""
+    def pop_notices(self) -> list[SourceNotice]:
+        """What the watch should report (a buffer turned off)."""
         with self._lock:
-            out = [("transport", m) for m in self.notices]
+            out = [SourceNotice(kind="transport", message=m) for m in self.notices]
             self.notices.clear()
         return out
 

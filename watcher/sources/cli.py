@@ -22,6 +22,7 @@ from watcher.sources.base import (
     NotFound,
     ProcessGone,
     SampleListing,
+    Source,
     SourceBusy,
     TaskInfo,
     sample_row,
@@ -35,10 +36,11 @@ def inspect_command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "inspect_ai._cli.main"]
 
 
-class CliSource:
+class CliSource(Source):
     """Every running eval, through ``inspect ctl`` subprocesses."""
 
     name = "cli"
+    live = True
 
     def __init__(self, *, timeout: float = 60.0, pid: int | None = None) -> None:
         self.timeout = timeout

@@ -19,6 +19,9 @@ import threading
 import time
 from typing import Any
 
+# faster for the larger pages; anything it refuses (NaN) is retried with json
+from orjson import loads as _fast_loads
+
 from watcher import limits
 from watcher.discovery import ControlServer
 from watcher.events import Tier
@@ -29,17 +32,13 @@ from watcher.sources.base import (
     NotFound,
     ProcessGone,
     SampleListing,
+    Source,
     SourceBusy,
     SourceError,
     TaskInfo,
     sample_row,
 )
 from watcher.sources.uds import ResponseLimit, UdsClient
-
-try:  # faster for the larger pages; anything it refuses (NaN) is retried with json
-    from orjson import loads as _fast_loads
-except ImportError:  # pragma: no cover - declared dependency
-    _fast_loads = json.loads  # type: ignore[assignment]  # same call, wider parameter
 
 
 def _loads(body: bytes) -> Any:
@@ -49,10 +48,11 @@ def _loads(body: bytes) -> Any:
         return json.loads(body)
 
 
-class HttpSource:
+class HttpSource(Source):
     """One eval process's control server."""
 
     name = "http"
+    live = True
 
     def __init__(self, server: ControlServer, *, timeout: float = 5.0, retries: int = 3,
                  backoff: float = 0.25, max_in_flight: int = 8) -> None:

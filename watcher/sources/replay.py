@@ -51,6 +51,8 @@ from watcher.sources.base import (
     EventPage,
     NotFound,
     SampleListing,
+    Source,
+    SourceNotice,
     TaskInfo,
     sample_row,
 )
@@ -200,7 +202,7 @@ def _cursor(index: int) -> str:
     return f"replay:{index}"
 
 
-class ReplaySource:
+class ReplaySource(Source):
     """Recorded JSONL files as a :class:`Source` (all parsed up front: they are small)."""
 
     name = "replay"
@@ -209,7 +211,7 @@ class ReplaySource:
         self.paths = [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
         self._recordings: dict[tuple[str, str, int], Recording] = {}
         self._order: list[str] = []
-        self._notices: list[tuple[str, str]] = []
+        self._notices: list[SourceNotice] = []
         for path in self.paths:
             for rec in read_recordings(path):
                 self._recordings[rec.key] = rec
@@ -217,13 +219,13 @@ class ReplaySource:
                     self._order.append(rec.key[0])
                 if not (rec.pages and rec.pages[-1].done):
                     _, sid, epoch = rec.key
-                    self._notices.append((
-                        "partial", f"{path}: the recording of sample {sid} epoch {epoch} "
-                        "ends before the sample did (it was recorded while running); "
-                        "replayed to the end of the file"))
+                    self._notices.append(SourceNotice(
+                        kind="partial", message=f"{path}: the recording of sample {sid} "
+                        f"epoch {epoch} ends before the sample did (it was recorded while "
+                        "running); replayed to the end of the file"))
 
-    def pop_notices(self) -> list[tuple[str, str]]:
-        """``(kind, message)`` of each partial recording, said once."""
+    def pop_notices(self) -> list[SourceNotice]:
+        """Each partial recording, said once."""
         notices, self._notices = self._notices, []
         return notices
 

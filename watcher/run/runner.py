@@ -1,4 +1,4 @@
-"""Whole-run watching: sources → streams → engine → findings (→ reporters).
+"""Reading sources: sources → streams → engine → findings, on one thread per source.
 
 One :class:`SourceWatcher` per source (an eval process's control socket, the
 CLI, a log directory, a replay) runs its own thread, so a busy eval that stalls
@@ -6,8 +6,9 @@ its reads never delays the others. Each task in it has a :class:`TaskWatcher`
 that finds samples through the listing's ``active_since`` delta, polls only the
 samples that changed (plus a periodic resync), feeds completed events to the
 engine and ticks the clock-driven rules. Everything it produces goes to one
-queue that the caller drains on its own thread, so reporters and the state file
-are only ever touched from one place.
+queue that the caller drains on its own thread (:mod:`watcher.run.router` decides
+what it means), so reporters and the state file are only ever touched from one
+place; each output comes off the queue with the :class:`Origin` it was read from.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from watcher.discovery import ControlServer
 from watcher.engine import Engine, RunContext, SampleStatus
 from watcher.findings import Finding, Notice, SampleRef
 from watcher.sources.base import (
@@ -187,14 +189,11 @@ class TaskWatcher:
         # buffer) says which samples moved; the listing (a request the eval's busy
         # event loop must answer) is then needed only for new samples, and every few
         # seconds for status changes
-        moved = None
-        pop_moved = getattr(self.source, "moved_samples", None)
-        if pop_moved is not None:
-            moved = pop_moved(self.task)
-            self.buffered = moved is not None
-            if moved is not None:
-                match = self.opts.selector.sample_matches
-                moved = {k for k in moved if match(*k) and self.opts.owns(*k)}
+        moved = self.source.moved_samples(self.task)
+        self.buffered = moved is not None
+        if moved is not None:
+            match = self.opts.selector.sample_matches
+            moved = {k for k in moved if match(*k) and self.opts.owns(*k)}
         if moved is None or self.as_of is None or self.pool is None:
             changed = self._list(now)
         else:
@@ -378,7 +377,7 @@ class TaskWatcher:
         failures = self.read_failures[key] = self.read_failures.get(key, 0) + 1
         row = self.rows.get(key)
         terminal = row is not None and row.terminal
-        static = self.source.name in ("logs", "replay")
+        static = not self.source.live
         if isinstance(error, NotFound):
             if not terminal:
                 self.read_failures.pop(key, None)  # not started, or not yet listed
@@ -461,14 +460,12 @@ class TaskWatcher:
             self._close(key)
 
     def _tick(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
-        row = self.rows.get(key)
         status = SampleStatus(
             last_event_at=stream.last_event_at, last_change_at=stream.last_change_at,
             polls_without_change=stream.polls_without_change,
             in_flight=[{"type": e.get("type"), "function": e.get("function"),
                         "since": e.get("timestamp")} for e in stream.in_flight.values()],
             last_event=stream.last_event,
-            sample_kind={"status": row.status} if row else {},
         )
         self._findings(self.watches[key].tick(now, status))
 
@@ -527,7 +524,7 @@ class SourceWatcher:
         # page reads in flight per source (HttpSource caps them again per process); a
         # source whose reads are CPU work in this process (local logs) says 1: threads
         # would only take turns at the GIL
-        reads = int(getattr(source, "parallel_reads", 4))
+        reads = source.parallel_reads
         self.pool = (ThreadPoolExecutor(max_workers=reads, thread_name_prefix=f"read-{label}")
                      if reads > 1 else None)
         self.gone = False
@@ -593,7 +590,7 @@ class SourceWatcher:
                         raise
                     except SourceError as e:  # this task's alone: the others go on
                         tw.task_failures += 1
-                        if self.source.name in ("logs", "replay") and not e.transient and (
+                        if not self.source.live and not e.transient and (
                                 self.opts.once or tw.task_failures >= READ_ATTEMPTS):
                             tw.give_up_task(e)  # a file that cannot be read: said, counted
                         else:
@@ -626,13 +623,9 @@ class SourceWatcher:
     def _pop_notices(self, now: float) -> None:
         """What a source noticed about its own input: a log it could not read, a log's
         unresolvable attachment references (rules read those events without their
-        text), a sample buffer turned off. ``(kind, message[, details])`` or a message."""
-        for message in getattr(self.source, "pop_notices", list)():
-            if not isinstance(message, tuple):
-                message = ("gap", message)
-            kind, text = message[0], message[1]
-            details = message[2] if len(message) > 2 else {}
-            self.emit(Notice(kind=kind, message=text, at=now, details=dict(details)))
+        text), a sample buffer turned off."""
+        for n in self.source.pop_notices():
+            self.emit(Notice(kind=n.kind, message=n.message, at=now, details=dict(n.details)))
 
     def _quiet_for(self, now: float) -> bool:
         """Every task is done: is this source finished, or may more tasks come?
@@ -643,7 +636,7 @@ class SourceWatcher:
         idles; it counts as finished after ``KEEP_ALIVE_GRACE`` seconds without new
         work. Logs and replays hold no more tasks than they show.
         """
-        if self.source.name not in ("http", "cli"):
+        if not self.source.live:
             return True
         if self._all_done_since is None:
             self._all_done_since = now
@@ -684,7 +677,7 @@ class SourceWatcher:
                                      "read to its end"))
 
     def _drain_from_log(self, tw: TaskWatcher) -> None:
-        from watcher.sources.logs import LogSource
+        from watcher.sources.logfiles import LogSource
 
         location = str(tw.task.log_location)
         try:
@@ -737,6 +730,19 @@ class SourceWatcher:
             self.source.close()
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where an output was read: the runner's key and label for the source, the source,
+    and the control server it speaks to (``None`` for logs, replays and ``inspect ctl``
+    without a discovery file). What a hook at the deciding step needs to act on a
+    finding through the channel it came from (:class:`watcher.run.router.Decider`)."""
+
+    key: str
+    label: str
+    source: Source
+    server: ControlServer | None = None
+
+
 class Runner:
     """Starts source watchers, gathers their output on one queue."""
 
@@ -744,17 +750,24 @@ class Runner:
         self.engine = engine
         self.opts = opts
         self.state = state
-        self.queue: queue.Queue[Output] = queue.Queue()
+        self.queue: queue.Queue[tuple[str, Output]] = queue.Queue()
         self.stop = threading.Event()
         self.watchers: dict[str, SourceWatcher] = {}
         self.threads: dict[str, threading.Thread] = {}
+        self.origins: dict[str, Origin] = {}
 
-    def add(self, key: str, source: Source, label: str, *, once: bool = False) -> SourceWatcher:
+    def add(self, key: str, source: Source, label: str, *, once: bool = False,
+            server: ControlServer | None = None) -> SourceWatcher:
         """Watch ``source`` on its own thread (``once``: read what it holds, then stop,
         whatever the watch's own options)."""
         opts = replace(self.opts, once=True) if once else self.opts
-        sw = SourceWatcher(source, self.engine, opts, self.state, self.queue.put, label)
+
+        def emit(item: Output) -> None:
+            self.queue.put((key, item))
+
+        sw = SourceWatcher(source, self.engine, opts, self.state, emit, label)
         self.watchers[key] = sw
+        self.origins[key] = Origin(key, label, source, server)
         thread = threading.Thread(target=sw.run, args=(self.stop,), name=f"watch-{key}",
                                   daemon=True)
         self.threads[key] = thread
@@ -766,15 +779,22 @@ class Runner:
 
     def drain(self, timeout: float = 0.2) -> Iterator[Output]:
         """Outputs produced so far (waits up to ``timeout`` for the first)."""
+        for _, item in self.drain_from(timeout):
+            yield item
+
+    def drain_from(self, timeout: float = 0.2) -> Iterator[tuple[Origin, Output]]:
+        """:meth:`drain`, each output with where it was read."""
         try:
-            yield self.queue.get(timeout=timeout)
+            key, item = self.queue.get(timeout=timeout)
+            yield self.origins[key], item
         except queue.Empty:
             return
         while True:
             try:
-                yield self.queue.get_nowait()
+                key, item = self.queue.get_nowait()
             except queue.Empty:
                 return
+            yield self.origins[key], item
 
     def shutdown(self, timeout: float = 10.0) -> None:
         self.stop.set()

@@ -1,4 +1,5 @@
-"""Formatting shared by the human-facing reporters (times, durations, facts, badges)."""
+"""Formatting shared by the human-facing outputs (the reporters, and `--notify`): times,
+durations, facts, badges, ids. Escaping is each output's own (sanitize.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from watcher.findings import Finding
-from watcher.handoff import HANDOFF_MARKER, detect_sample_cancel, handoff_text
 from watcher.sanitize import clean_text, neutralise_quotes, visible_text
 
 BADGES = {"high": "HIGH", "medium": "MEDIUM", "low": "LOW"}
@@ -104,21 +104,6 @@ def fmt_facts(facts: Mapping[str, Any], limit: int = 8, value_len: int = 120) ->
             val = v if isinstance(v, str) else repr(v)
             parts.append(f"{key}=«{neutralise_quotes(clean_text(val, value_len, one_line=True))}»")
     return ", ".join(parts)
-
-
-def finding_handoff(f: Finding, live: bool = True, log_hint: bool = True) -> str:
-    """The hand-off to print: the finding's own text plus the generated actions.
-
-    Rules may carry their own advice in ``handoff``; the generated part (what the
-    watcher did not do, and the cancel/interrupt commands) is appended unless
-    the text already contains it. ``log_hint=False`` leaves out where the log is (for a
-    log that will not be there to open: the demo's, without ``--keep-logs``).
-    """
-    if HANDOFF_MARKER in f.handoff:
-        return f.handoff
-    generated = handoff_text(f, f.sample.pid, live and detect_sample_cancel(), live=live,
-                             log_hint=log_hint)
-    return f"{f.handoff.rstrip()}\n{generated}" if f.handoff.strip() else generated
 
 
 def one(v: object, max_len: int = 200) -> str:

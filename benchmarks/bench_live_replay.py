@@ -1,0 +1,280 @@
+"""Real transcripts re-enacted live: the watcher's CPU per event, live against post-hoc.
+
+    python benchmarks/bench_live_replay.py [--samples 125] [--epochs 1] [--turn-delay 0]
+                                           [--poll 1] [--engine source|compiled]
+
+The shared corpus's 375 SWE-bench runs (``mswe-gemini3pro-swebench-replay.eval``: real
+model turns and real tool outputs, several KB each) are re-enacted by a real Inspect
+``react()`` agent: the scripted model (``inspect_watch_scripted``, driven through
+``custom_outputs``) emits each sample's recorded turns in order, and its ``bash`` tool
+returns the recorded output. ``--samples N`` takes the first N sample ids in sha256 order
+(``benchmarks/labels/view.py --select``), ``--epochs K`` runs each K times (375 x 3 =
+1,125 samples for a fleet of a thousand); all of them run at once. ``--turn-delay S``
+waits S seconds (+- 50 %) before each model turn: 0 replays as fast as the eval can,
+3 is a realistic pace (a model turn every few seconds).
+
+The eval is watched live by ``inspect-watch watch --format jsonl -o FILE --poll P`` (a
+subprocess; its CPU from ``os.wait4``), then the log it wrote is scanned post-hoc by
+``inspect-watch watch --log-dir LOG --once --jobs 1`` (same engine). Printed side by
+side: events, CPU and CPU per event of each, their ratio, the live watcher's share of
+one core over the eval's life, detection latency (p50 / p95, from the completion of each
+finding's last evidence event), and whether the live findings equal the post-hoc ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_fleet import completion_times, reap, sample_peak, tail  # noqa: E402
+from common import REPO, banner, percentile, tmpdir, watch_cmd  # noqa: E402
+
+CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
+LOG = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
+_REF = re.compile(r"attachment://([0-9a-f]{32})")
+
+TASK = '''
+import asyncio, json, os, random
+from inspect_ai import Task, task
+from inspect_ai.agent import react
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput, get_model
+from inspect_ai.scorer import includes
+from inspect_ai.tool import tool
+from inspect_ai.util import store
+import watcher.scripted  # registers inspect_watch_scripted
+
+SCRIPTS = json.load(open(os.environ["REPLAY_SCRIPTS"]))
+DELAY = float(os.environ.get("REPLAY_TURN_DELAY", "0"))
+NAME = "inspect_watch_scripted/replay"
+
+
+async def outputs(input, tools, tool_choice, config):
+    first = next(m for m in input if m.role == "user")
+    sid = first.text.split("]")[0].lstrip("[")
+    turn = sum(1 for m in input if m.role == "assistant")
+    script = SCRIPTS[sid]
+    if DELAY:
+        await asyncio.sleep(DELAY * (0.5 + random.random()))
+    if turn >= len(script):
+        return ModelOutput.for_tool_call(NAME, "submit", {"answer": "done"})
+    step = script[turn]
+    if "tool" in step:
+        store().set("replay_result", step.get("result", ""))
+        return ModelOutput.for_tool_call(NAME, step["tool"], step["args"],
+                                         content=step.get("text") or None)
+    return ModelOutput.from_content(NAME, step.get("text", ""))
+
+
+@tool
+def bash():
+    async def execute(cmd: str):
+        """Run a bash command (replayed: the recorded output).
+
+        Args:
+            cmd: the command
+        """
+        return store().get("replay_result", "")
+    return execute
+
+
+@task
+def replay():
+    return Task(
+        dataset=[Sample(id=sid, input=f"[{sid}] Resolve the issue described in the "
+                        "repository.", target="done") for sid in SCRIPTS],
+        solver=react(tools=[bash()]), scorer=includes(), message_limit=2000,
+        model=get_model(NAME, custom_outputs=outputs),
+    )
+'''
+
+
+def _resolve(value: Any, att: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return _REF.sub(lambda m: att.get(m.group(1), m.group(0)), value)
+    if isinstance(value, dict):
+        return {k: _resolve(v, att) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, att) for v in value]
+    return value
+
+
+def scripts(n: int) -> dict[str, list[dict[str, Any]]]:
+    """Each sample's recorded turns: text, the tool call, the tool's recorded output."""
+    import zipfile_zstd  # noqa: F401  (registers zstd with zipfile)
+
+    z = zipfile.ZipFile(LOG)
+    names = {n[len("samples/"):].rsplit("_epoch_", 1)[0]: n for n in z.namelist()
+             if n.startswith("samples/")}
+    ids = sorted(names, key=lambda i: hashlib.sha256(i.encode()).hexdigest())[:n]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for sid in ids:
+        d = json.loads(z.read(names[sid]))
+        att = d.get("attachments") or {}
+        steps: list[dict[str, Any]] = []
+        for e in d["events"]:
+            if e.get("event") == "model":
+                msg = ((e.get("output") or {}).get("choices") or [{}])[0].get("message") or {}
+                content = _resolve(msg.get("content"), att)
+                text = content if isinstance(content, str) else ""
+                calls = msg.get("tool_calls") or []
+                call = calls[0] if calls else None
+                if call is not None and call.get("function") == "submit":
+                    break
+                step: dict[str, Any] = {"text": text}
+                if call is not None:
+                    step.update(tool=call["function"], args=_resolve(call["arguments"], att))
+                steps.append(step)
+            elif e.get("event") == "tool" and steps and "tool" in steps[-1]:
+                result = _resolve(e.get("result"), att)
+                steps[-1]["result"] = result if isinstance(result, str) else json.dumps(result)
+        out[sid] = steps
+    return out
+
+
+def folded(path: Path) -> dict[tuple[str, str, int, str], tuple[str, int]]:
+    out: dict[tuple[str, str, int, str], tuple[str, int]] = {}
+    for line in path.read_text().splitlines():
+        d = json.loads(line)
+        if d.get("kind") == "finding":
+            out[(d["sample_id"], str(d["epoch"]), d["attempt"], d["rule"] + f"#{d['episode']}")] = (
+                d["confidence"], d["count"])
+    return out
+
+
+def events_in(log_dir: Path) -> int:
+    """Events a rule pack reads (model, tool, error ...) in the logs: the live count."""
+    from watcher.sources.logs import iter_log_samples
+
+    wanted = {"model", "tool", "error", "info", "sample_limit"}
+    return sum(sum(1 for e in evs if e.get("event") in wanted)
+               for _t, _r, evs in iter_log_samples(str(log_dir)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=125)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--turn-delay", type=float, default=0.0)
+    ap.add_argument("--poll", type=float, default=1.0)
+    ap.add_argument("--transport", choices=["auto", "http"], default="auto")
+    ap.add_argument("--engine", choices=["source", "compiled"], default="source")
+    args = ap.parse_args()
+    banner("bench_live_replay")
+    work = tmpdir("bench-replay-")
+    data = scripts(args.samples)
+    (work / "scripts.json").write_text(json.dumps(data))
+    (work / "replay_task.py").write_text(TASK)
+    compiled: str | None = None
+    if args.engine == "compiled":
+        sys.path.insert(0, str(REPO))
+        from tests.compiled import compiled_tree
+
+        print("building (or reusing) the compiled engine from the working tree ...", flush=True)
+        compiled = str(compiled_tree())
+    total = len(data) * args.epochs
+    turns = sum(len(s) for s in data.values()) * args.epochs
+    print(f"{len(data)} recorded SWE-bench runs x {args.epochs} epoch(s) = {total} samples at "
+          f"once, {turns:,} model turns; turn delay {args.turn_delay}s (+-50%); watcher poll "
+          f"{args.poll}s, transport {args.transport}, engine "
+          f"{'compiled' if compiled else 'pure Python (sources)'}")
+
+    env = {**os.environ, "XDG_DATA_HOME": str(work / "data"), "INSPECT_LOG_LEVEL": "warning",
+           "REPLAY_SCRIPTS": str(work / "scripts.json"),
+           "REPLAY_TURN_DELAY": str(args.turn_delay)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    wenv = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    cwd = None
+    if compiled is not None:  # beside no sources, so the compiled tree is imported
+        wenv["PYTHONPATH"] = compiled
+        cwd = str(work)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "inspect_ai._cli.main", "eval", "replay_task.py@replay",
+         "--log-dir", str(work / "logs"), "--display", "none", "--epochs", str(args.epochs),
+         "--max-samples", str(total), "--max-connections", str(total)],
+        env=env, cwd=work, stdout=(work / "eval.out").open("wb"), stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL)
+    disc = work / "data" / "inspect_ai" / "control" / f"{proc.pid}.json"
+    while not disc.exists() and proc.poll() is None:
+        time.sleep(0.05)
+    live = work / "live.jsonl"
+    found: dict[str, tuple[float, dict[str, Any]]] = {}
+    stop = threading.Event()
+    tailer = threading.Thread(target=tail, args=(live, found, stop), daemon=True)
+    tailer.start()
+    w0 = time.perf_counter()
+    watcher = subprocess.Popen(
+        watch_cmd("watch", "--format", "jsonl", "-o", str(live), "--poll", str(args.poll),
+                  "--transport", args.transport),
+        env=wenv, cwd=cwd, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        stderr=(work / "watch.err").open("wb"))
+    peaks: dict[int, float] = {}
+    threading.Thread(target=sample_peak, args=(watcher.pid, peaks, stop), daemon=True).start()
+    code, eval_cpu = reap(proc)
+    eval_wall = time.perf_counter() - t0
+    wcode, live_cpu = reap(watcher)
+    live_wall = time.perf_counter() - w0
+    time.sleep(0.3)
+    stop.set()
+    tailer.join()
+    post = work / "post.jsonl"
+    before = os.times()
+    res = subprocess.run(watch_cmd("watch", "--log-dir", str(work / "logs"), "--once",
+                                   "--jobs", "1", "--format", "jsonl", "-o", str(post)),
+                         env=wenv, cwd=cwd, capture_output=True, text=True)
+    after = os.times()
+    post_cpu = (after.children_user - before.children_user
+                + after.children_system - before.children_system)
+    events = events_in(work / "logs")
+    print(f"eval: exit {code}, wall {eval_wall:.1f}s, cpu {eval_cpu:.1f}s; "
+          f"live watcher exit {wcode}, post-hoc exit {res.returncode}")
+    print(f"\n{events:,} events a rule reads; CPU seconds, whole processes with start-up")
+    print(f"{'':30}{'CPU s':>8}{'ms/event':>10}")
+    print(f"{'live (watched while it ran)':30}{live_cpu:8.2f}{1000 * live_cpu / events:10.3f}")
+    print(f"{'post-hoc (the log, --jobs 1)':30}{post_cpu:8.2f}{1000 * post_cpu / events:10.3f}")
+    print(f"live / post-hoc per event: {live_cpu / post_cpu:.2f}x; live watcher: "
+          f"{100 * live_cpu / live_wall:.1f}% of one core over {live_wall:.0f}s, peak "
+          f"{peaks.get(watcher.pid, 0):.0f} MB")
+    completed = completion_times(work / "logs")
+    lat: list[float] = []
+    for at, rec in found.values():
+        ev = rec.get("evidence") or {}
+        stamps = [t for t in ev.get("timestamps") or [] if isinstance(t, int | float)]
+        if not stamps:
+            continue
+        done = [completed.get(u) for u in ev.get("event_uuids") or []]
+        lat.append(at - max([d for d in done if d is not None] + [max(stamps)]))
+    if lat:
+        print(f"detection latency from the last evidence event's completion: p50 "
+              f"{percentile(lat, 50):.2f}s  p95 {percentile(lat, 95):.2f}s  max {max(lat):.2f}s "
+              f"(n={len(lat)})")
+    a, b = folded(live), folded(post)
+    same = a == b
+    print(f"findings: live {len(a)} episodes, post-hoc {len(b)}: "
+          f"{'identical' if same else 'DIFFERENT'}")
+    if not same:
+        for k in sorted(set(a) | set(b))[:10]:
+            if a.get(k) != b.get(k):
+                print(f"  {k}: live {a.get(k)} post-hoc {b.get(k)}")
+    notices = [json.loads(x) for x in live.read_text().splitlines()]
+    gaps = [n for n in notices if n.get("kind") == "notice"
+            and n.get("notice") in ("gap", "unreadable", "sample_abandoned")]
+    print(f"live notices of unread events: {len(gaps)}")
+    print(f"(work dir {work})")
+
+
+if __name__ == "__main__":
+    main()

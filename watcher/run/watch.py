@@ -1,0 +1,326 @@
+"""One watch, start to finish: the loop that ties sources, runner and router together.
+
+:class:`Watch` picks its sources (:mod:`~watcher.run.sources`), starts a
+:class:`~watcher.run.runner.Runner` on them, and on the caller's thread hands every
+output to the :class:`~watcher.run.router.Router` (the deciding step) until the
+sources are done, the options say stop (``--once``, no ``--follow``), or it is told
+to stop: :meth:`Watch.request_stop`, Ctrl+C, SIGTERM, or an output or the state file
+that failed. About once a second it sends a status snapshot
+(:mod:`~watcher.run.status`). A post-hoc scan with ``jobs > 1`` runs in forked
+workers instead (:mod:`~watcher.run.parallel`). At the end it says what could not be
+read or matched nothing, drains the alerts and saves the state.
+
+This is the library behind :func:`watcher.app.run`, which adds the outputs.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from watcher.alertqueue import DRAIN_SECONDS
+from watcher.engine import Engine
+from watcher.exit_codes import ExitCode
+from watcher.findings import Finding, Notice
+from watcher.run import parallel
+from watcher.run.router import AlertSink, Decider, Router, Sink
+from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector
+from watcher.run.sources import SourcePicker
+from watcher.run.status import run_summary, status_snapshot
+from watcher.state import WatchState
+from watcher.summary import RunSummary, StatusSnapshot
+
+# seconds between two status snapshots sent to the sinks
+STATUS_EVERY = 1.0
+
+
+@dataclass
+class WatchConfig:
+    transport: str = "auto"  # auto (HTTP + sample buffer) | http | cli
+    log_dir: str | None = None
+    replay: list[str] = field(default_factory=list)
+    follow: bool = False
+    once: bool = False
+    poll: float = 1.0
+    selector: Selector = field(default_factory=Selector)
+    min_confidence: str = "low"
+    fail_on: str | None = None
+    wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
+    exit_grace: float = PROCESS_EXIT_GRACE  # see RunOptions.exit_grace
+    jobs: int = 1  # processes for a post-hoc scan (log_dir with once); see Watch.run
+    shard: tuple[int, int] | None = None  # set in a parallel scan's workers
+    alert_drain: float = DRAIN_SECONDS  # seconds the end waits for queued alerts
+    log_hints: bool = True  # hand-offs name the log (not one that will be deleted: the demo's)
+    sample_detail: bool = False  # status snapshots carry a row per sample read
+
+
+@dataclass
+class WatchResult:
+    exit_code: ExitCode
+    findings: dict[str, Finding]
+    notices: list[Notice]
+    interrupted: bool = False
+    watchers: int = 0
+    output_closed: bool = False
+    write_error: str | None = None
+    state_error: str | None = None
+
+
+class Watch:
+    """A running watch; :meth:`run` blocks until it ends.
+
+    ``sinks`` get what the router passes (findings, notices, status); ``alerts`` too,
+    and are asked for their notices and drained at the end; ``deciders`` see each
+    finding that is news before it is written (see :mod:`watcher.run.router`).
+    """
+
+    def __init__(self, engine: Engine, config: WatchConfig, state: WatchState,
+                 sinks: Sequence[Sink], *, alerts: Sequence[AlertSink] = (),
+                 deciders: Sequence[Decider] = ()) -> None:
+        self.engine = engine
+        self.config = config
+        self.state = state
+        self.opts = RunOptions(poll=config.poll, once=config.once, selector=config.selector,
+                               exit_grace=config.exit_grace, shard=config.shard)
+        self.runner = Runner(engine, self.opts, state)
+        self.router = Router(state, sinks, alerts=alerts, deciders=deciders,
+                             min_confidence=config.min_confidence, fail_on=config.fail_on,
+                             log_hints=config.log_hints)
+        self.sources = SourcePicker(self.runner, state, self.router.notice,
+                                    log_dir=config.log_dir, replay=config.replay,
+                                    transport=config.transport, selector=config.selector)
+        self.router.live_eval = self.sources.reads_live
+        self.router.before_save = self.sources.remember_open_evals
+        self.live = self.sources.live
+        self.started_at = time.time()
+        self._stop_requested = False
+        self._merged: RunSummary | None = None  # a parallel scan's workers' summaries
+
+    @property
+    def findings(self) -> dict[str, Finding]:
+        return self.router.findings
+
+    @property
+    def notices(self) -> list[Notice]:
+        return self.router.notices
+
+    @property
+    def interrupted(self) -> bool:
+        """Told to stop (a signal, :meth:`request_stop`), or an output or the state
+        failed."""
+        return self._stop_requested or self.router.halted
+
+    def request_stop(self) -> None:
+        """End the watch as Ctrl+C does (from any thread): flush, summarise, save."""
+        self._stop_requested = True
+
+    def status(self) -> StatusSnapshot:
+        """A snapshot for the live status area."""
+        return status_snapshot(self.runner, self.router.findings.values(),
+                               min_confidence=self.config.min_confidence,
+                               notices=len(self.router.notices),
+                               samples=self.config.sample_detail)
+
+    def summary(self) -> RunSummary:
+        """What the end-of-run reports show: tasks, samples, findings, notices."""
+        return run_summary(self.runner, self.router.findings.values(), self.router.notices,
+                           min_confidence=self.config.min_confidence,
+                           log_dir=self.config.log_dir, started_at=self.started_at,
+                           merged=self._merged)
+
+    # -- the loop --------------------------------------------------------------
+
+    def run(self) -> WatchResult:
+        cfg = self.config
+        if cfg.jobs > 1 and cfg.log_dir and cfg.once and cfg.shard is None:
+            return self._run_parallel()
+        router, runner = self.router, self.runner
+        static = self.sources.add_static()
+        if not static:
+            self.sources.discover()
+        if self.live and cfg.shard is None and self.state.open_evals:
+            self.sources.resume_exited()
+        deadline = time.time() + cfg.wait_for_evals
+        # a parallel scan's worker leaves signals to its parent (see parallel.py)
+        previous = _install_sigterm(self.request_stop) if cfg.shard is None else None
+        finished_before = set(self.state.finished)
+        try:
+            last_status = 0.0
+            last_discover = time.time()
+            while True:
+                for origin, item in runner.drain_from(timeout=min(0.2, cfg.poll)):
+                    router.route(item, origin)
+                router.flush()
+                router.pop_notices()
+                now = time.time()
+                if not static and not cfg.once and now - last_discover >= cfg.poll:
+                    last_discover = now
+                    self.sources.discover()
+                if now - last_status >= STATUS_EVERY:
+                    last_status = now
+                    router.send("status", self.status())
+                if self.interrupted:
+                    break
+                if runner.active():
+                    continue
+                if runner.watchers and not cfg.follow:
+                    break
+                if not runner.watchers and not cfg.follow and now >= deadline:
+                    router.notice("no_evals", "no running Inspect evals found "
+                                  "(start one, or use --follow to wait, or --log-dir for logs)")
+                    break
+                if cfg.once and runner.watchers:
+                    break
+        except KeyboardInterrupt:
+            self._stop_requested = True
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+            runner.shutdown()
+            for origin, item in runner.drain_from(timeout=0.0):
+                router.route(item, origin)
+            if not self.interrupted:
+                self._say_if_nothing_matched()
+            if cfg.shard is None:  # a parallel scan's parent says it for all its workers
+                self._say_if_incomplete()
+            router.flush(force=True)
+            router.drain_alerts(cfg.alert_drain)
+            if router.output_failed:
+                # findings of samples read in this run may not have been written: the
+                # next run reads those samples again (what was written is not repeated)
+                self.state.finished = finished_before
+            else:
+                self.state.task_as_of.update(
+                    {tw.task.eval_id: tw.as_of for sw in runner.watchers.values()
+                     for tw in sw.tasks.values() if tw.as_of is not None})
+            router.save()
+        return self._result(len(runner.watchers))
+
+    # -- the end -------------------------------------------------------------------------
+
+    def _source_failed(self) -> bool:
+        return any(n.kind == "source_error" for n in self.router.notices)
+
+    def _unreadable(self) -> dict[str, int]:
+        """How many logs, samples (and whole sources) could not be read, by scope."""
+        counts: dict[str, int] = {}
+        for n in self.router.notices:
+            if n.kind == "unreadable":
+                scope = str(n.details.get("scope") or "sample")
+                counts[scope] = counts.get(scope, 0) + 1
+        return counts
+
+    def _say_if_incomplete(self) -> None:
+        """One closing notice counting what could not be read, so a summary, a CI log
+        and the JSONL all say the findings cover only part of the input."""
+        counts = self._unreadable()
+        if not counts:
+            return
+        words = {"log": "log(s)", "sample": "sample(s)", "source": "source(s)"}
+        parts = [f"{n} {words.get(scope, scope)}" for scope, n in sorted(counts.items())]
+        self.router.route(Notice(kind="incomplete", at=time.time(), details=dict(counts),
+                                 message=f"{' and '.join(parts)} could not be read (see the "
+                                         "`unreadable` notices): the findings cover the rest"))
+
+    def _say_if_nothing_matched(self, tasks_read: bool | None = None,
+                                samples_read: bool | None = None) -> None:
+        """A notice when the watch read nothing because nothing matched: an empty scan of a
+        mistyped task or sample looks like a clean run. A parallel scan's parent says it
+        from what its workers read (a worker sees only its own share of the samples)."""
+        cfg, sel = self.config, self.config.selector
+        if cfg.shard is not None:
+            return  # the parent says it, for every worker
+        if tasks_read is None and not self.runner.watchers:
+            return  # no eval at all: its own notice
+        if self._source_failed() or self._unreadable():
+            return  # a source that could not be read
+        where = f"in {cfg.log_dir}" if cfg.log_dir else "in the watched evals"
+        if tasks_read is None:
+            tasks_read = self._tasks_read()
+        if samples_read is None:
+            samples_read = any(tw.streams for sw in self.runner.watchers.values()
+                               for tw in sw.tasks.values())
+        if not tasks_read:
+            if sel.task:
+                self.router.notice("no_match", f"no task matching {sel.task!r} {where} (a "
+                                   "task id prefix, an eval id prefix or the exact task name)")
+            elif cfg.log_dir:
+                self.router.notice("no_logs", f"no Inspect logs (.eval or .json) found {where}")
+        elif sel.sample_id is not None and not samples_read:
+            epoch = f" epoch {sel.epoch}" if sel.epoch is not None else ""
+            self.router.notice("no_match", f"no sample {sel.sample_id!r}{epoch} in the "
+                               f"matching tasks {where}")
+
+    def _tasks_read(self) -> bool:
+        return any(sw.tasks for sw in self.runner.watchers.values())
+
+    def _result(self, watchers: int) -> WatchResult:
+        router = self.router
+        code = ExitCode.FAIL_ON if router.failed else ExitCode.OK
+        if code == ExitCode.OK and (self.config.log_dir or self.config.replay) and (
+                self._source_failed() and not self._tasks_read()):
+            code = ExitCode.SOURCE  # nothing could be read: not a clean scan
+        if code == ExitCode.OK and self._unreadable():
+            code = ExitCode.SOURCE  # a log or a sample could not be read: not a clean scan
+        if self.interrupted and not router.failed:
+            code = ExitCode.OUTPUT_CLOSED if router.output_closed else ExitCode.INTERRUPTED
+        if router.write_error is not None or router.state_error is not None:
+            code = ExitCode.SOURCE  # findings could not be written: not a run to trust
+        return WatchResult(code, router.findings, router.notices, self.interrupted, watchers,
+                           router.output_closed, router.write_error, router.state_error)
+
+    # -- parallel post-hoc scans -----------------------------------------------------
+
+    def _run_parallel(self) -> WatchResult:
+        """Scan a log directory with ``jobs`` forked processes, one shard of samples each
+        (see :mod:`watcher.run.parallel`); what they find is routed here."""
+        jobs = self.config.jobs
+        # SIGTERM stops the scan as Ctrl+C does (the pool's workers are terminated; this
+        # process still writes its summary and state); each worker handles its own
+        previous = _install_sigterm(_raise_interrupt)
+        try:
+            results = parallel.run_shards(jobs, self._scan_shard)
+        except KeyboardInterrupt:
+            self._stop_requested = True
+            results = []
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        tasks, samples = parallel.merge_shards(results, self.router, self.state)
+        if not self.interrupted:
+            self._say_if_nothing_matched(tasks_read=bool(tasks), samples_read=bool(samples))
+        self._say_if_incomplete()  # before the last flush: it belongs in the outputs too
+        self.router.flush(force=True)
+        self.router.drain_alerts(self.config.alert_drain)
+        self._merged = RunSummary(tasks=tuple(tasks), samples=tuple(samples),
+                                  findings=(), notices=(), log_dirs=(), log_files=(),
+                                  started_at=self.started_at, ended_at=time.time())
+        self.router.save()
+        return self._result(jobs)
+
+    def _scan_shard(self, k: int) -> parallel.ShardResult:
+        """In a forked worker: scan shard ``k`` of the samples. Samples finished in an
+        earlier run are skipped as in one process; everything found goes back to the
+        parent, whose state decides what is news."""
+        config = self.config
+        mine = WatchState(finished=set(self.state.finished))
+        sink = parallel.Collect()
+        watch = Watch(self.engine, replace(config, shard=(k, config.jobs), min_confidence="low",
+                                           fail_on=None), mine, [sink])
+        watch.run()
+        return sink.items, watch.summary(), mine.finished
+
+
+def _raise_interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def _install_sigterm(handler: Callable[[], None]) -> Any:
+    """SIGTERM stops the watch like Ctrl+C: flush, write the summary, save state."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, lambda *_: handler())

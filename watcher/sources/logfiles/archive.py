@@ -1,0 +1,141 @@
+"""Reading a local ``.eval`` log's zip directly, within limits.
+
+An ``.eval`` log is a zip of JSON documents (header, sample summaries, one document
+per sample). A finished log's documents are read here with :mod:`zipfile` and orjson,
+much faster than through Inspect's reader, and every entry is checked against
+:data:`~watcher.limits.LOG_ENTRY_SIZE` before and while it is inflated (a zip bomb
+stops at the limit). Open zips are cached and shared between threads (reads are
+serialised); a forked worker drops the cache (:func:`forget_open_zips`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import Any
+
+# a sample's JSON is tens of KB: orjson decodes it several times faster. It refuses NaN
+# and huge integers (a ValueError): such a log goes to Inspect's reader
+from orjson import loads
+
+from watcher import limits
+from watcher.sources.base import LimitExceeded
+from watcher.sources.logfiles.listing import local_path
+
+_ZIPS: OrderedDict[tuple[str, float, int], Any] = OrderedDict()
+_ZIPS_LOCK = threading.Lock()
+
+
+def open_zip(path: str) -> Any:
+    """An open ``ZipFile`` for ``path``, reused while the file is unchanged.
+
+    Reading the central directory of a 1,000-sample log costs milliseconds; doing it
+    once per sample made post-hoc scans quadratic in the number of samples.
+    """
+    import zipfile
+
+    st = os.stat(path)
+    key = (path, st.st_mtime, st.st_size)
+    with _ZIPS_LOCK:
+        z = _ZIPS.get(key)
+        if z is None:
+            z = zipfile.ZipFile(path)
+            _ZIPS[key] = z
+            while len(_ZIPS) > 8:
+                _ZIPS.popitem(last=False)[1].close()
+        else:
+            _ZIPS.move_to_end(key)
+        return _LockedZip(z)
+
+
+def forget_open_zips() -> None:
+    """Drop (without closing) the cached zip handles: for a forked child, whose
+    inherited file descriptors share their read offsets with the parent's."""
+    with _ZIPS_LOCK:
+        _ZIPS.clear()
+
+
+class _LockedZip:
+    """A shared ``ZipFile`` whose reads are serialised (threads share one file handle)."""
+
+    def __init__(self, z: Any) -> None:
+        self._z = z
+
+    def read(self, name: str, limit: float | None = None) -> bytes:
+        """An entry's bytes; past ``limit`` (checked before inflating, then while
+        inflating: the declared size may lie) :class:`EntryTooLarge`."""
+        with _ZIPS_LOCK:
+            if limit is None:
+                data: bytes = self._z.read(name)
+                return data
+            size = self._z.getinfo(name).file_size
+            if size > limit:
+                raise EntryTooLarge(name, size, limit)
+            with self._z.open(name) as fh:
+                data = fh.read(int(limit) + 1)
+        if len(data) > limit:
+            raise EntryTooLarge(name, len(data), limit)
+        return data
+
+    def size(self, name: str) -> int:
+        with _ZIPS_LOCK:
+            return int(self._z.getinfo(name).file_size)
+
+
+class EntryTooLarge(LimitExceeded):
+    """A log's zip entry inflates past the limit (a zip bomb, or a limit set too low)."""
+
+    def __init__(self, name: str, size: float, limit: float) -> None:
+        super().__init__(f"{name} inflates to {size / limits.MB:.1f} MB or more, over the "
+                         f"{limit / limits.MB:g} MB limit ({limits.LOG_ENTRY_SIZE.env} "
+                         "raises it); not read")
+
+
+def read_eval_zip_sample(location: str, sid: Any, epoch: int,
+                         limit: float | None = None) -> dict[str, Any] | None:
+    """A local ``.eval`` sample's stored JSON, or ``None`` (then Inspect's reader is used)."""
+    data = zip_json(location, f"samples/{sid}_epoch_{epoch}.json", limit)
+    if not isinstance(data, dict) or not isinstance(data.get("events"), list):
+        return None
+    return data
+
+
+def zip_json(location: str, name: str, limit: float | None = None) -> Any:
+    """A JSON document stored in a local ``.eval`` zip, or ``None`` (not there, not a
+    local ``.eval``, or unreadable: the caller then asks Inspect's reader).
+
+    An ``.eval`` log is a zip of JSON documents (zstd-compressed in newer versions;
+    the ``zipfile-zstd`` package Inspect depends on teaches ``zipfile`` that). An
+    entry larger than ``limit`` (default :data:`~watcher.limits.LOG_ENTRY_SIZE`)
+    raises :class:`EntryTooLarge`: Inspect's reader would inflate it whole.
+    """
+    path = local_path(location)
+    if path is None or not path.endswith(".eval"):
+        return None
+    if limit is None:
+        limit = limits.LOG_ENTRY_SIZE.value()
+    try:
+        import zipfile
+
+        try:
+            import zipfile_zstd  # noqa: F401  (registers zstd with zipfile)
+        except ImportError:
+            pass
+        return loads(open_zip(path).read(name, limit))
+    except (OSError, KeyError, ValueError, NotImplementedError, RuntimeError,
+            zipfile.BadZipFile):
+        return None
+
+
+def zip_entry_size(location: str, name: str, limit: float) -> None:
+    """Raise :class:`EntryTooLarge` if a local ``.eval``'s entry is over ``limit``."""
+    path = local_path(location)
+    if path is None or not path.endswith(".eval"):
+        return
+    try:
+        size = open_zip(path).size(name)
+    except Exception:  # noqa: BLE001 - not there, not a zip: Inspect's reader says so
+        return
+    if size > limit:
+        raise EntryTooLarge(name, size, limit)
