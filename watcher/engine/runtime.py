@@ -4,12 +4,18 @@ An :class:`Engine` is built once from a rule set and shared by every sample; a
 :class:`SampleWatch` holds one sample attempt's bounded state. Rules are
 pre-filtered by event type (a dict from type to rules) so each event touches only
 the rules that read it, and per-event derived keys are cached across rules.
+
+A rule expression that fails on an event's data (:class:`ExprFailed`) never matches:
+the event, row or tick does not count for that rule, and the failure is recorded once
+per rule, expression and reason for the caller to report (:meth:`Engine.take_errors`,
+the ``rule_error`` notice).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -20,7 +26,7 @@ from mypy_extensions import mypyc_attr
 
 from watcher.engine.detectors import RuleState, whole_value
 from watcher.engine.gate import Gate
-from watcher.engine.rule import CLOCK, ExceptionSpec, Rule, never
+from watcher.engine.rule import CLOCK, ExceptionSpec, ExprFailed, Rule, RuleRunError, never
 from watcher.engine.text import collapse_ws
 from watcher.events import TIERS, Event, Tier, tier_rank
 from watcher.findings import Finding, SampleRef
@@ -143,6 +149,29 @@ class Engine:
                 for t in r.events:
                     self.by_type.setdefault(t, []).append(r)
         self._table: dict[str, tuple[tuple[int, ...], list[_Target]]] = {}
+        # run-time expression failures: each (rule, expression, reason) once, shared by
+        # every sample (and every source thread) of this engine
+        self._failures_seen: set[tuple[str, str, str]] = set()
+        self._failures: list[RuleRunError] = []
+        self._failures_lock = threading.Lock()
+
+    def failed(self, rule: Rule, exc: ExprFailed, ref: SampleRef) -> None:
+        """Record that ``rule``'s expression failed on ``ref``'s data (first time only)."""
+        key = (rule.id, exc.expression, exc.reason)
+        with self._failures_lock:
+            if key in self._failures_seen:
+                return
+            self._failures_seen.add(key)
+            self._failures.append(RuleRunError(rule.id, rule.source, rule.line,
+                                               exc.expression, exc.reason, ref))
+
+    def take_errors(self) -> list[RuleRunError]:
+        """The expression failures recorded since the last call (each reported once)."""
+        if not self._failures:
+            return []
+        with self._failures_lock:
+            out, self._failures = self._failures, []
+        return out
 
     @property
     def event_types(self) -> frozenset[str] | None:
@@ -285,20 +314,24 @@ class SampleWatch:
         sv = self.sample_view
         states = self.state_list
         for pred, excepted, i, gate in targets:
-            if gate is not None and not gate.open(event):
-                matched = False  # the shared scan rules out every pattern of the predicate
-            else:
-                matched = True if pred is None else pred(event)
-            if matched and excepted is not None and excepted(event, sv):
-                matched = False  # excepted: a miss, to a state that is waiting for one
-            s: RuleState | None = states[i]
-            if matched:
-                if s is None:
-                    s = self._state(i)
-            else:
-                if s is None or not s.armed():  # a miss changes nothing (the common case)
-                    continue
-            found = s.feed(event, ts, matched)
+            try:
+                if gate is not None and not gate.open(event):
+                    matched = False  # the shared scan rules out every pattern of the predicate
+                else:
+                    matched = True if pred is None else pred(event)
+                if matched and excepted is not None and excepted(event, sv):
+                    matched = False  # excepted: a miss, to a state that is waiting for one
+                s: RuleState | None = states[i]
+                if matched:
+                    if s is None:
+                        s = self._state(i)
+                else:
+                    if s is None or not s.armed():  # a miss changes nothing (the common case)
+                        continue
+                found = s.feed(event, ts, matched)
+            except ExprFailed as exc:  # the event does not count for this rule
+                eng.failed(eng.rules[i], exc, self.ref)
+                continue
             if found:
                 out += found
         return out
@@ -325,7 +358,10 @@ class SampleWatch:
         out: list[Finding] = []
         for s in self.state_list:
             if s is not None:
-                out += s.tick(now, status)
+                try:
+                    out += s.tick(now, status)
+                except ExprFailed as exc:
+                    self.engine.failed(s.rule, exc, self.ref)
         return out
 
     def sample_row(self, row: Any, context: RunContext | None = None,
@@ -342,7 +378,10 @@ class SampleWatch:
         out: list[Finding] = []
         for s in self.state_list:
             if s is not None:
-                out += s.row(row, context, when)
+                try:
+                    out += s.row(row, context, when)
+                except ExprFailed as exc:  # the row does not count for this rule
+                    self.engine.failed(s.rule, exc, self.ref)
         return out
 
     def finalize(self, now: float | None = None) -> list[Finding]:

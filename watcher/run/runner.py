@@ -490,6 +490,10 @@ class TaskWatcher:
     def _findings(self, findings: list[Finding]) -> None:
         for f in findings:
             self.emit(f)
+        # a rule expression that failed on the data just read: said once per rule and
+        # reason (the engine keeps count), beside the findings it may have changed
+        for err in self.engine.take_errors():
+            self.emit(err.notice(at=time.time()))
 
 
 def _read(stream: SampleStream, source: Source, now: float) -> StreamItem | SourceError:

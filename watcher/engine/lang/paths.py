@@ -3,7 +3,10 @@
 A JMESPath expression made of fields, multiselects, ``==``/``!=``, order comparisons and
 boolean operators becomes dict lookups (:func:`_fast`), and a ``where`` of them one
 generated function (:class:`_Gen`) or, compiled, one native call (:class:`FieldTests`);
-anything else falls back to the compiled JMESPath search. The getters are what the
+anything else falls back to the compiled JMESPath search, which raises
+:class:`~watcher.engine.rule.ExprFailed` where JMESPath fails on the data (a function
+given the wrong type): the engine then lets the event not count for the rule and
+reports it, rather than reading the failure as ``null``. The getters are what the
 engine calls per event; building them is all that happens here.
 """
 
@@ -17,7 +20,7 @@ import jmespath.exceptions
 
 from watcher.engine.errors import BadJmespathError
 from watcher.engine.lang.ctx import Ctx
-from watcher.engine.rule import CompiledPath, Getter, Pred
+from watcher.engine.rule import CompiledPath, ExprFailed, Getter, Pred
 from watcher.engine.yamlsrc import Path_
 
 
@@ -178,6 +181,12 @@ def _fields(ast: dict[str, Any]) -> set[str]:
 _PATH_CACHE: dict[str, CompiledPath] = {}
 
 
+def _type_reason(exc: jmespath.exceptions.JMESPathTypeError) -> str:
+    """Why a JMESPath function failed, naming types only (the value is agent data)."""
+    expected = " or ".join(str(t) for t in exc.expected_types or ())
+    return f"{exc.function_name}() was given a {exc.actual_type}, not a {expected}"
+
+
 def compile_path(expr: Any, ctx: Ctx, path: Path_, what: str = "expression") -> CompiledPath | None:
     """Compile (and cache) a JMESPath expression, reporting W105 on failure."""
     if not ctx.expect(expr, str, path, what):
@@ -201,8 +210,10 @@ def compile_path(expr: Any, ctx: Ctx, path: Path_, what: str = "expression") -> 
         def getter(d: Any) -> Any:
             try:
                 return search(d)
-            except (jmespath.exceptions.JMESPathError, TypeError, ValueError):
-                return None
+            except jmespath.exceptions.JMESPathTypeError as exc:
+                raise ExprFailed(expr, _type_reason(exc)) from None
+            except (jmespath.exceptions.JMESPathError, TypeError, ValueError) as exc:
+                raise ExprFailed(expr, type(exc).__name__) from None
     test = _gen_test(compiled.parsed)
     if test is None:
         test = lambda d, g=getter: truthy(g(d))  # type: ignore[misc]  # noqa: E731
