@@ -23,6 +23,7 @@ from watcher.engine.errors import (
     RuleError,
     RuleLoadErrors,
     UnknownSelectionError,
+    UnsafeYamlError,
     WrongTypeError,
 )
 from watcher.engine.lang.ctx import Ctx
@@ -197,7 +198,13 @@ def load_rules(
     chosen: dict[str, tuple[int, Rule]] = {}
     overrides: list[dict[str, str]] = []
     for level, doc in parsed:
-        rule = parse_rule(doc, registry, errors)
+        try:
+            rule = parse_rule(doc, registry, errors)
+        except RecursionError:  # a last resort: nesting is bounded where it is read
+            Ctx(doc, errors, str(doc.data.get("id"))).error(
+                UnsafeYamlError, (), "rule nested too deep to compile",
+                "flatten its predicates and expressions")
+            continue
         if rule is None:
             continue
         prev = chosen.get(rule.id)

@@ -195,12 +195,23 @@ def compile_path(expr: Any, ctx: Ctx, path: Path_, what: str = "expression") -> 
     if cached is not None:
         return cached
     try:
-        compiled = jmespath.compile(expr)
+        out = _compile(expr)
     except jmespath.exceptions.JMESPathError as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         ctx.error(BadJmespathError, path, f"invalid JMESPath in {what}: {msg}",
                   "quote string literals with '...' and JSON literals with `...`")
         return None
+    except (RecursionError, MemoryError, SyntaxError):
+        # the JMESPath parser and the passes below recurse once per level of nesting
+        ctx.error(BadJmespathError, path, f"JMESPath in {what} nested too deep to compile",
+                  "flatten it: split one deep expression into an all: of simpler ones")
+        return None
+    _PATH_CACHE[expr] = out
+    return out
+
+
+def _compile(expr: str) -> CompiledPath:
+    compiled = jmespath.compile(expr)
     fast = _fast(compiled.parsed)
     if fast is not None:
         getter = fast
@@ -212,15 +223,14 @@ def compile_path(expr: Any, ctx: Ctx, path: Path_, what: str = "expression") -> 
                 return search(d)
             except jmespath.exceptions.JMESPathTypeError as exc:
                 raise ExprFailed(expr, _type_reason(exc)) from None
-            except (jmespath.exceptions.JMESPathError, TypeError, ValueError) as exc:
+            except (jmespath.exceptions.JMESPathError, TypeError, ValueError,
+                    RecursionError) as exc:
                 raise ExprFailed(expr, type(exc).__name__) from None
     test = _gen_test(compiled.parsed)
     if test is None:
         test = lambda d, g=getter: truthy(g(d))  # type: ignore[misc]  # noqa: E731
-    out = CompiledPath(expr, getter, frozenset(_fields(compiled.parsed)), fast is not None,
-                       test, _plain_fields(compiled.parsed))
-    _PATH_CACHE[expr] = out
-    return out
+    return CompiledPath(expr, getter, frozenset(_fields(compiled.parsed)), fast is not None,
+                        test, _plain_fields(compiled.parsed))
 
 
 _SIMPLE_LITERALS = (str, int, float, bool, type(None))

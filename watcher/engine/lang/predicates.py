@@ -34,7 +34,7 @@ from watcher.engine.lang.regex import combine, compile_regex
 from watcher.engine.rule import Pred
 from watcher.engine.rx import Pattern
 from watcher.engine.scan import RULE_SCAN_MIN_PATTERNS, Scanner
-from watcher.engine.yamlsrc import Doc, Path_
+from watcher.engine.yamlsrc import MAX_DEPTH, Doc, Path_
 
 PREDICATE_KEYS = (
     "type", "where", "field", "regex", "contains", "any_of", "all_of", "equals",
@@ -55,6 +55,7 @@ class Registry:
         self._compiled: dict[str, Node | None] = {}
         self._fields: dict[str, set[str]] = {}
         self._busy: set[str] = set()
+        self._depth = 0  # predicate levels being compiled, through macros (MAX_DEPTH)
         # one RE2 scan per kind of prepared text, shared by every rule that tests it
         self.scanners: dict[tuple[str, bool, bool], Scanner] = {}
         # by node: its closure (a macro's is made once) and its gate (see nodes.gate)
@@ -82,7 +83,23 @@ class PredicateCompiler:
         return None if node is None else lower(node, self.registry.lowered)
 
     def node(self, spec: Any, path: Path_, section: str = "predicate") -> Node | None:
-        """The node tree of a predicate mapping: its keys, all of them holding."""
+        """The node tree of a predicate mapping: its keys, all of them holding.
+
+        At most :data:`MAX_DEPTH` levels deep, counted through macros: compiling, the
+        passes and the lowered closures recurse once per level."""
+        reg = self.registry
+        if reg._depth >= MAX_DEPTH:
+            self.ctx.error(UnknownReferenceError, path,
+                           f"predicates nested more than {MAX_DEPTH} deep (through macros)",
+                           "let a macro name fewer macros in turn, or flatten all:/any:/not:")
+            return None
+        reg._depth += 1
+        try:
+            return self._node(spec, path, section)
+        finally:
+            reg._depth -= 1
+
+    def _node(self, spec: Any, path: Path_, section: str) -> Node | None:
         ctx = self.ctx
         if not ctx.expect(spec, dict, path, section):
             return None

@@ -126,24 +126,28 @@ def compile_regex(pattern: Any, ctx: Ctx, path: Path_, flags: int = 0) -> Patter
         return None
     try:
         re.compile(pattern, flags)
+        danger = _danger(_sre_p.parse(pattern, flags), False)
+        compiled = Pattern(pattern, flags) if not danger else None
     except re.error as exc:
         ctx.error(BadRegexError, path, f"invalid regex: {exc}",
                   "Python 're' syntax; escape literal ( [ . * + ? with a backslash")
         return None
-    danger = _danger(_sre_p.parse(pattern, flags), False)
+    except RecursionError:  # Python's parser (and ours) recurse once per group
+        ctx.error(BadRegexError, path, "regex groups nested too deep to parse",
+                  "flatten the groups: (?:a|b|c) rather than (a|(b|(c)))")
+        return None
+    except Unsupported as exc:
+        ctx.error(UnsupportedRegexError, path, f"regex cannot run on RE2: {exc}",
+                  "rule regexes run on RE2, in time linear in the text; rewrite it "
+                  "without this (docs/rules.md, Regexes)")
+        return None
     if danger:
         ctx.error(CatastrophicRegexError, path,
                   f"regex may backtrack catastrophically: {danger}",
                   "make the inner part unambiguous, e.g. (ab)+ instead of (a+b?)+, "
                   "or drop the outer quantifier")
         return None
-    try:
-        return Pattern(pattern, flags)
-    except Unsupported as exc:
-        ctx.error(UnsupportedRegexError, path, f"regex cannot run on RE2: {exc}",
-                  "rule regexes run on RE2, in time linear in the text; rewrite it "
-                  "without this (docs/rules.md, Regexes)")
-        return None
+    return compiled
 
 
 def combine(compiled: list[Pattern], flags: int, lowered: bool = False) -> Search:
