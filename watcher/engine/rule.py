@@ -29,6 +29,10 @@ CLOCK = "clock"  # the clock and the stream's status between events (idle)
 ROW = "row"  # the samples-listing row of a sample (sample)
 
 
+# where a rule's ``act:`` block sits in its document (a yamlsrc path)
+ACT_PATH: tuple[str, ...] = ("act",)
+
+
 def never(e: dict[str, Any]) -> bool:
     """The predicate no event satisfies (what a type test answers for other types)."""
     return False
@@ -182,6 +186,21 @@ class Rule:
     replaces: tuple[str, ...] = ()  # sources of earlier rules with this id it replaced
     drive: str = EVENT  # what drives its detector kind: EVENT, CLOCK or ROW
     node: Any = None  # the predicate as a tree (lang.nodes), ``predicate`` its lowering
+    # ``act:`` as written (a mapping, or None): the watchdog's action block, which the
+    # engine never interprets (watcher.act parses it, docs/watchdog.md). ``act_doc`` is
+    # its YAML document (a yamlsrc.Doc: file and the line and column of every value), so
+    # the parser reports located errors: ``parse_act(rule.act_block, rule.act_doc,
+    # ACT_PATH)``
+    act_block: dict[str, Any] | None = None
+    act_doc: Any = None
+
+    @property
+    def act_location(self) -> tuple[str, int, int] | None:
+        """``(file, line, column)`` of the ``act:`` block's value, if there is one."""
+        if self.act_doc is None:
+            return None
+        line, col = self.act_doc.loc(ACT_PATH)
+        return (self.act_doc.file, line, col)
 
     def judge(self, facts: dict[str, Any]) -> tuple[str, str]:
         """Confidence level and one-sentence reason for the match facts."""

@@ -156,6 +156,9 @@ def rule_schema() -> dict[str, Any]:
             "exceptions": {"type": "array", "items": exception},
             "message": {"type": "string", "description": "Text with {fact} fields."},
             "tests": {"type": "array", "items": case},
+            "act": {"type": "object", "description":
+                    "The watchdog's action block (docs/watchdog.md); the rule engine "
+                    "keeps it as written and does not interpret it."},
             **_predicate_properties(),
         },
         **_text_needs_field(),

@@ -42,7 +42,7 @@ from watcher.findings import CONFIDENCE_LEVELS, SEVERITY_LEVELS
 META_KEYS = (
     "id", "title", "description", "category", "severity", "tags", "references", "status",
     "enabled", "falsepositives", "events", "needs", "detect", "confidence", "confidence_when",
-    "exceptions", "message", "handoff", "tests", "author", "require",
+    "exceptions", "message", "handoff", "tests", "author", "require", "act",
 )
 RULE_KEYS = META_KEYS + PREDICATE_KEYS
 BUILTIN_CATEGORIES = (
@@ -489,6 +489,11 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
         message = compile_template(data["message"], ctx, ("message",),
                                    set(kind.facts) if kind else set())
     cases = _parse_tests(data["tests"], ctx, ("tests",), doc.file) if "tests" in data else ()
+    # the watchdog's action block: a mapping, kept as written (with its document, for
+    # located errors) and never read here; watcher.act parses it (docs/watchdog.md)
+    act = data.get("act")
+    if "act" in data and not ctx.expect(act, dict, ("act",), "act"):
+        act = None
     _tier_check(data, ctx, needs, pc.fields)
     if ctx.failed or kind is None or spec is None or rid is None or meta["severity"] is None:
         return None
@@ -506,4 +511,5 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
         exceptions=excs, message=message, handoff=meta["handoff"], tests=cases,
         author=meta["author"], source=doc.file, line=doc.start_line, data=data,
         fields=frozenset(pc.fields), drive=kind.drive,
+        act_block=act, act_doc=doc if act is not None else None,
     )
