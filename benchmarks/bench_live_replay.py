@@ -156,11 +156,17 @@ def folded(path: Path) -> dict[tuple[str, str, int, str], tuple[str, int]]:
 
 def events_in(log_dir: Path) -> int:
     """Events a rule pack reads (model, tool, error ...) in the logs: the live count."""
-    from watcher.sources.logs import iter_log_samples
-
     wanted = {"model", "tool", "error", "info", "sample_limit"}
-    return sum(sum(1 for e in evs if e.get("event") in wanted)
-               for _t, _r, evs in iter_log_samples(str(log_dir)))
+    import inspect_ai.log  # noqa: F401  (registers the zstd compression its logs use)
+
+    total = 0
+    for log in sorted(log_dir.glob("*.eval")):
+        with zipfile.ZipFile(log) as z:
+            for name in z.namelist():
+                if name.startswith("samples/") and name.endswith(".json"):
+                    evs = json.loads(z.read(name)).get("events") or []
+                    total += sum(1 for e in evs if e.get("event") in wanted)
+    return total
 
 
 def main() -> None:
@@ -171,6 +177,9 @@ def main() -> None:
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--transport", choices=["auto", "http"], default="auto")
     ap.add_argument("--engine", choices=["source", "compiled"], default="source")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="sample the live watcher with py-spy (all threads) into FILE, "
+                         "collapsed stacks; py-spy must be installed, and its CPU counts")
     args = ap.parse_args()
     banner("bench_live_replay")
     work = tmpdir("bench-replay-")
@@ -216,9 +225,13 @@ def main() -> None:
     tailer = threading.Thread(target=tail, args=(live, found, stop), daemon=True)
     tailer.start()
     w0 = time.perf_counter()
+    live_cmd = watch_cmd("watch", "--format", "jsonl", "-o", str(live), "--poll", str(args.poll),
+                         "--transport", args.transport)
+    if args.profile:
+        live_cmd[:0] = ["py-spy", "record", "--format", "raw", "--rate", "200", "--nonblocking",
+                        "-o", str(Path(args.profile).resolve()), "--"]
     watcher = subprocess.Popen(
-        watch_cmd("watch", "--format", "jsonl", "-o", str(live), "--poll", str(args.poll),
-                  "--transport", args.transport),
+        live_cmd,
         env=wenv, cwd=cwd, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
         stderr=(work / "watch.err").open("wb"))
     peaks: dict[int, float] = {}

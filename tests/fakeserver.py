@@ -101,6 +101,14 @@ class _Handler(BaseHTTPRequestHandler):
         if action is not None and action.startswith("delay:"):
             time.sleep(float(action.split(":", 1)[1]))
             action = None
+        if action == "vanish":  # the eval exits under this read: its socket goes away
+            threading.Thread(target=fake.stop, daemon=True).start()
+            for _ in range(200):  # this answer ends only once the socket is gone
+                if not fake.socket_path.exists():
+                    break
+                time.sleep(0.01)
+            self.close_connection = True
+            return
         if action == "drop":
             self.close_connection = True
             return

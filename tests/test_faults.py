@@ -448,6 +448,24 @@ def test_watch_reports_process_gone_as_notice(
     assert not thread_errors
 
 
+def test_a_process_exiting_under_a_sample_read_is_no_read_failure(
+        fake: FakeControlServer, thread_errors: list[BaseException]) -> None:
+    """An eval exits between the listing and a sample's read: that is the process going,
+    said once as such, not "events could not be read ...; trying again" for the sample."""
+    fake.add_sample("s1", _repeat_events(8))
+    fake.add_sample("s2", _repeat_events(8))
+    fake.always("sample/events", "vanish", {"sample_id": "s2"})  # s2's first read
+    sink = ListSink()
+    watch = Watch(Engine(load_rules(builtin=True, user_dir=False)),
+                  WatchConfig(poll=0.05, exit_grace=0.0), WatchState(), [sink])
+    watch.run()
+    assert fake.count("sample/events") >= 2  # the read that met the exit happened
+    kinds = [n.kind for n in sink.notices]
+    assert "process_gone" in kinds
+    assert not [n for n in sink.notices if n.kind == "source_error"], sink.notices
+    assert not thread_errors
+
+
 # -- real processes -----------------------------------------------------------------
 
 

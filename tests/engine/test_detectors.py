@@ -428,6 +428,27 @@ def test_sample_outlier(tmp_path: Path) -> None:
     assert f.rule == "token-outlier" and f.evidence.facts["outlier_ratio"] > 3
 
 
+def test_outlier_compares_with_siblings_finished_no_later(tmp_path: Path) -> None:
+    """A live watch sees only the siblings that finished before a sample; a scan of the
+    finished log sees them all. Both compare with those finished no later than it."""
+    rows = [{"total_tokens": t, "status": "completed", "completed_at": float(i)}
+            for i, t in enumerate((100, 120, 110, 90, 100))]
+    rows += [{"total_tokens": t, "status": "completed", "completed_at": 10.0 + i}
+             for i, t in enumerate((900, 950, 980, 990, 1000))]
+    ctx = RunContext.from_rows(rows)
+    early = {"status": "completed", "total_tokens": 500, "completed_at": 4.5}
+    (f,) = Engine(load_text(tmp_path, SAMPLE)).open_sample(REF).sample_row(early, ctx)
+    assert f.evidence.facts["median"] == 100 and f.evidence.facts["compared_with"] == 5
+    # the same row, its later siblings unknown (a live watch at that moment): the same
+    live = RunContext.from_rows(rows[:5])
+    (g,) = Engine(load_text(tmp_path, SAMPLE)).open_sample(REF).sample_row(early, live)
+    assert g.evidence.facts["median"] == f.evidence.facts["median"]
+    # without completion times (older logs, inline tests) every finished sibling counts
+    undated = RunContext.from_rows([{k: v for k, v in r.items() if k != "completed_at"}
+                                    for r in rows])
+    assert undated.values("total_tokens", early) == [float(r["total_tokens"]) for r in rows]
+
+
 def _unseen_rule(tmp_path: Path) -> Any:
     from watcher.engine import Engine, load_rules
 

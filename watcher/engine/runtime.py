@@ -64,18 +64,25 @@ def _row_key(row: dict[str, Any]) -> tuple[str, str]:
     return (str(row.get("sample_id")), str(row.get("epoch") or 1))
 
 
+def _stamp(row: dict[str, Any]) -> float | None:
+    at = row.get("completed_at")
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
+
+
 @dataclass
 class RunContext:
     """Other samples of the same task, so sample rules can tell task-wide from local.
 
     ``errors`` counts samples per error signature; ``stats`` holds numeric fields of
-    finished samples for outlier tests.
+    finished samples for outlier tests, each with the sample's completion time, so that a
+    sample is compared with the siblings that finished no later than it: the same
+    population live (where later ones have not finished yet) and post-hoc.
     """
 
     task: str = ""
     samples: int = 0
     errors: Counter[str] = field(default_factory=Counter)
-    stats: dict[str, list[float]] = field(default_factory=dict)
+    stats: dict[str, list[tuple[float | None, float]]] = field(default_factory=dict)
     counted: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
@@ -93,10 +100,17 @@ class RunContext:
             self.errors[sig] += 1
             self.counted[_row_key(row)] = sig
         if row.get("status") in ("completed", "error", "cancelled", None):
+            at = _stamp(row)
             for name in NUMERIC_FIELDS:
                 v = row.get(name)
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    self.stats.setdefault(name, []).append(float(v))
+                    self.stats.setdefault(name, []).append((at, float(v)))
+
+    def values(self, name: str, row: dict[str, Any]) -> list[float]:
+        """``name`` of the finished samples that completed no later than ``row`` (all of
+        them where either completion time is unknown)."""
+        at = _stamp(row)
+        return [v for t, v in self.stats.get(name, ()) if at is None or t is None or t <= at]
 
     def view(self, row: dict[str, Any]) -> dict[str, Any]:
         """The ``context`` object sample predicates see (and facts they may quote)."""

@@ -232,11 +232,19 @@ class TaskWatcher:
         # a busy eval a poll's reads can take many seconds, and a finding must not wait
         # for the slowest of them. A read that failed is that sample's alone: the others
         # are applied, and it is tried again later or given up (see READ_ATTEMPTS)
+        gone: ProcessGone | None = None
         for (key, stream), result in self._fetched(due, now):
+            if isinstance(result, ProcessGone):
+                # the eval exited under this read (its stream is unchanged): not this
+                # sample's failure; the process's exit hands the task over to its log
+                gone = result
+                continue
             if isinstance(result, SourceError) and not isinstance(result, NotFound):
                 self._read_failed(key, stream, result, now)
                 continue
             self._poll(key, stream, now, result)
+        if gone is not None:
+            raise gone
         for key, stream in self.streams.items():
             if not stream.done:
                 self._tick(key, stream, now)
@@ -260,6 +268,11 @@ class TaskWatcher:
         # last listing count as changed (else each resync would read every sample)
         recent = None if since is not None or self.as_of is None else self.as_of - 1.0
         changed: set[tuple[str, int]] = set()
+        # every finished sample counts in the task context before any row is judged, so a
+        # sample rule compares with the same siblings whatever the listing's order
+        for row in listing.samples:
+            if row.terminal and self.opts.selector.sample_matches(row.sample_id, row.epoch):
+                self._count_in_context((row.sample_id, row.epoch), row)
         for row in listing.samples:
             key = (row.sample_id, row.epoch)
             if not self.opts.selector.sample_matches(*key):

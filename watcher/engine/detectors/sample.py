@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SAMPLE_FACTS: frozenset[str] = COMMON_FACTS | {
     "status", "retries", "error", "total_tokens", "total_time", "limit", "message_count",
     "task_wide", "same_error_samples", "errored_samples", "samples", "outlier_field",
-    "outlier_ratio", "median",
+    "outlier_ratio", "median", "compared_with",
 }
 
 
@@ -64,13 +64,14 @@ class SampleRowState(RuleState):
         if self.spec.outlier is not None:
             fname, factor, min_n = self.spec.outlier
             value = row.get(fname)
-            values = context.stats.get(fname, []) if context is not None else []
+            values = context.values(fname, row) if context is not None else []
             if not isinstance(value, (int, float)) or len(values) < min_n:
                 return []
             med = statistics.median(values)
             if med <= 0 or value / med < factor:
                 return []
-            facts.update(outlier_field=fname, outlier_ratio=round(value / med, 2), median=med)
+            facts.update(outlier_field=fname, outlier_ratio=round(value / med, 2), median=med,
+                         compared_with=len(values))
         if facts.get("error"):
             facts["excerpt"] = short(str(facts["error"]))
         ep = self.ep
