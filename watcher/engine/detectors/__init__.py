@@ -3,7 +3,8 @@
 A kind module declares a :class:`~watcher.engine.detectors.params.Kind`: its name, what
 drives it (events, the clock or sample rows), its facts, its parameters (a table the
 rule schema validates, compiles and publishes) and how its spec is built. Adding a
-kind is a new module plus its name in the two lists below.
+kind is a new module, its name in the import and in ``KINDS`` below, and its path
+in setup.py's ``COMPILED`` (docs/ENGINE.md).
 """
 
 from __future__ import annotations
