@@ -20,20 +20,60 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 COMPILED = [
-    "watcher/engine/detectors.py",
-    "watcher/engine/runtime.py",
-    "watcher/engine/compile.py",
-    "watcher/engine/model.py",
+    # the run time: every event of every rule goes through these
+    "watcher/engine/rule.py",
+    "watcher/engine/text.py",
+    "watcher/engine/gate.py",
     "watcher/engine/scanmatch.py",
+    "watcher/engine/rx.py",
+    "watcher/engine/runtime.py",
+    "watcher/engine/detectors/base.py",
+    "watcher/engine/detectors/keys.py",
+    "watcher/engine/detectors/match.py",
+    "watcher/engine/detectors/repeat.py",
+    "watcher/engine/detectors/threshold.py",
+    "watcher/engine/detectors/sequence.py",
+    "watcher/engine/detectors/absence.py",
+    "watcher/engine/detectors/idle.py",
+    "watcher/engine/detectors/sample.py",
+    "watcher/engine/detectors/unseen.py",
+    # load time, but what they build runs per event: getters, predicates, searches,
+    # exception and fact tests are closures defined in these modules
+    "watcher/engine/lang/paths.py",
+    "watcher/engine/lang/nodes.py",
+    "watcher/engine/lang/regex.py",
+    "watcher/engine/lang/schema.py",
     # every event of every source passes through these two before the rules see it
     "watcher/events.py",
     "watcher/stream.py",
+]
+# the engine's other modules stay interpreted on purpose: they run once per rule set
+# (loading, validating, the registry and declarations, the JSON Schema), and scan.py's
+# tests replace parts of it (its RE2 sets are built once, lazily); the two lists cover
+# every module of watcher/engine, and everything the profiler sees run per event is
+# in COMPILED (tests/engine/test_compiled_list.py)
+INTERPRETED = [
+    "watcher/engine/__init__.py",
+    "watcher/engine/errors.py",
+    "watcher/engine/yamlsrc.py",
+    "watcher/engine/loader.py",
+    "watcher/engine/model.py",
+    "watcher/engine/scan.py",
+    "watcher/engine/testing.py",
+    "watcher/engine/detectors/__init__.py",
+    "watcher/engine/detectors/params.py",
+    "watcher/engine/lang/__init__.py",
+    "watcher/engine/lang/ctx.py",
+    "watcher/engine/lang/params.py",
+    "watcher/engine/lang/published.py",
+    "watcher/engine/lang/predicates.py",
+    "watcher/engine/lang/templates.py",
 ]
 # not watcher/findings.py: its frozen dataclasses, compiled, cannot be unpickled, and
 # findings cross process boundaries (``watch --jobs``)
 
 # hand-written C beside the compiled modules: whitespace folding without a string per
-# word (watcher/engine/_fold.c; compile.collapse_ws falls back to Python without it)
+# word (watcher/engine/_fold.c; text.collapse_ws falls back to Python without it)
 FOLD = Extension("watcher.engine._fold", ["watcher/engine/_fold.c"])
 
 

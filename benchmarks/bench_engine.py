@@ -41,7 +41,7 @@ if _TREE:
     sys.path.insert(0, _TREE)
 
 from watcher.engine import COMPILED, Engine, load_rules  # noqa: E402
-from watcher.engine.compile import _TEXT_CACHE  # noqa: E402
+from watcher.engine.text import _TEXT_CACHE  # noqa: E402
 from watcher.events import normalise  # noqa: E402
 from watcher.findings import SampleRef  # noqa: E402
 

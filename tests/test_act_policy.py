@@ -255,3 +255,23 @@ def test_a_loaded_rules_act_block_is_read_through_one_function() -> None:
     with pytest.raises(PolicyErrors) as exc:
         rule_acts([SimpleNamespace(id="my-loop", act_block=(bad.data["act"], bad))])
     assert [(e.code, e.file, e.line) for e in exc.value.errors] == [("W114", "r.yaml", 8)]
+
+
+def test_a_rule_files_own_act_block_reaches_the_policy(tmp_path: Path) -> None:
+    """The engine keeps a rule's ``act:`` as written with its document; the watchdog's
+    policy parses it from there, and its errors point into the rule's file."""
+    from watcher.engine import load_rules
+
+    path = tmp_path / "my-loop.yaml"
+    full = RULE.replace("category: submit_loop\n", "category: submit_loop\nseverity: warning\n"
+                        "needs: content\ndescription: d\nconfidence: {base: medium, reason: r}\n"
+                        "message: m\n")
+    path.write_text(full)
+    (rule,) = [r for r in load_rules(paths=[str(path)], builtin=False) if r.id == "my-loop"]
+    acts = rule_acts([rule])
+    assert set(acts) == {"my-loop"} and acts["my-loop"].action == "cancel"
+    path.write_text(full.replace("cancel_sample", "cancel_sampel"))
+    (bad,) = [r for r in load_rules(paths=[str(path)], builtin=False) if r.id == "my-loop"]
+    with pytest.raises(PolicyErrors) as exc:
+        rule_acts([bad])
+    assert exc.value.errors[0].file == str(path)

@@ -39,8 +39,8 @@ def _run(args: list[str], cwd: Path, pythonpath: Path | None,
 
 
 def test_the_wheel_compiles_the_hot_path(tree: Path, tmp_path: Path) -> None:
-    probe = ("import watcher.engine as e, watcher.engine.detectors as d, "
-             "watcher.engine.compile as c; print(e.COMPILED, d.__file__, c._FOLD is not None)")
+    probe = ("import watcher.engine as e, watcher.engine.detectors.repeat as d, "
+             "watcher.engine.text as c; print(e.COMPILED, d.__file__, c._FOLD is not None)")
     got = _run(["-c", probe], tmp_path, tree)
     assert got.returncode == 0, got.stderr
     compiled, where, fold = got.stdout.split()

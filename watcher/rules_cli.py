@@ -1,4 +1,4 @@
-"""``inspect-watch rules …``: list, show, validate and test rule packs.
+"""``inspect-watch rules …``: list, show, validate and test rule packs; print the schema.
 
 Exit codes: 0 ok; 1 an inline rule test failed (``test``) or the rule asked for is
 unknown (``show``); 2 rule files have errors (every error is printed at once).
@@ -215,6 +215,19 @@ def test_cmd(paths: tuple[Path, ...], rule_paths: tuple[Path, ...], disable: tup
             click.echo(f"WARN {rid} has no inline tests")
         click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     sys.exit(EXIT_TEST_FAILED if failed else EXIT_OK)
+
+
+@rules.command("schema")
+def schema_cmd() -> None:
+    """Print the JSON Schema of rule-file documents (for editors and CI).
+
+    Point an editor's YAML support at it (e.g. a ``# yaml-language-server:
+    $schema=...`` line); ``rules validate`` still checks what a schema cannot: macro
+    and list names, facts, templates, regex and JMESPath syntax.
+    """
+    from watcher.engine.lang.published import rule_schema
+
+    click.echo(json.dumps(rule_schema(), indent=2))
 
 
 def _fmt(items: list[dict[str, Any]]) -> str:

@@ -366,6 +366,8 @@ def scan_transcript(transcript: Any, opts: ScanOptions) -> TranscriptScan:
     for event in events:
         found += watch.feed(event)
     found += watch.finalize(last)
+    for err in engine.take_errors():  # once per rule and reason, as a watch says it
+        logger.warning("inspect-watch: %s", err.message)
     for f in found:
         snapshots[f.id] = f
     floor = confidence_rank(opts.min_confidence)

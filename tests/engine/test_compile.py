@@ -10,7 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.engine.util import load_text, model, run
-from watcher.engine.compile import Ctx, compile_path, compile_regex, compile_template
+from watcher.engine.lang.ctx import Ctx
+from watcher.engine.lang.paths import compile_path
+from watcher.engine.lang.regex import compile_regex
+from watcher.engine.lang.templates import compile_template
 from watcher.engine.yamlsrc import Doc
 
 EXPRS = [
@@ -116,6 +119,6 @@ def test_regex_list_and_ignore_case(tmp_path: Path) -> None:
     ("abc…", "abc..."), ("…", "..."), ("", ""), ("a…b", "a…b"), ("abc", "abc"), ("x…\n", "x…\n"),
 ])
 def test_unmark_reads_only_a_final_cut_mark(text: str, read: str) -> None:
-    from watcher.engine.compile import unmark
+    from watcher.engine.text import unmark
 
     assert unmark(text) == read

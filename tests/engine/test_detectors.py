@@ -567,7 +567,7 @@ message: "{searched}"
 
 
 def test_unseen_searches_whole_outputs_within_a_budget(tmp_path: Path) -> None:
-    from watcher.engine.detectors import UNSEEN_BUDGET
+    from watcher.engine.detectors.unseen import UNSEEN_BUDGET
 
     rules = load_text(tmp_path, UNSEEN)
     late = tool(arguments="cat log", result="z" * 1000 + " the flag is picoCTF{late}")

@@ -15,7 +15,7 @@ from watcher.engine import (
     load_suppressions,
     materialise,
 )
-from watcher.engine.compile import bound_text
+from watcher.engine.text import bound_text
 from watcher.findings import finding_id
 
 REPEAT = """

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.engine import compile as compile_mod
-from watcher.engine.compile import collapse_ws
+from watcher.engine import text as text_mod
+from watcher.engine.text import collapse_ws
 
 # every character str.split() splits on in ASCII, the non-ASCII kinds, and letters
 _CHARS = st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f") + ["\x85", "\u2003", "\u3000",
@@ -37,7 +37,7 @@ def test_collapse_ws_examples(text: str) -> None:
 
 
 def test_c_fold_when_built() -> None:
-    fold = compile_mod._FOLD
+    fold = text_mod._FOLD
     if fold is None:
         pytest.skip("the C fold is not built here (pure install); the compiled run tests it")
     text = "already folded text"

@@ -8,15 +8,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.engine.util import REF, finding_rows, load_text
 from watcher.engine import Engine, RuleSet, load_rules, materialise
-from watcher.engine.scan import available as scan_available
-
-pytestmark = pytest.mark.skipif(not scan_available(), reason="google-re2 not installed")
 
 # nine patterns on one text, so the scanner scans (RULE_SCAN_MIN_PATTERNS is 8)
 GATED = """

@@ -8,7 +8,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.engine.compile import _combine, required_literals
+from watcher.engine.lang.regex import combine as _combine
+from watcher.engine.lang.regex import required_literals
+from watcher.engine.rx import Pattern
 from watcher.resources import bundled_dir
 
 
@@ -57,11 +59,11 @@ def test_prefiltered_search_equals_plain_search(data: st.DataObject) -> None:
     lits = sorted(required_literals(pattern) or {"x"})
     pieces = st.one_of(st.text(_alphabet, max_size=6), st.sampled_from(lits))
     text = "".join(data.draw(st.lists(pieces, max_size=12)))
-    compiled = re.compile(pattern)
+    compiled = Pattern(pattern)  # on RE2, as the engine runs it
     assert (_combine([compiled], 0)(text) is None) == (compiled.search(text) is None)
     # a case-insensitive rule: the engine lower-cases (and folds ı, ſ) the text and
     # drops IGNORECASE where it can; the result must equal the plain IGNORECASE search
     folded = text.lower().translate({0x131: "i", 0x17F: "s"})
     flags = re.IGNORECASE if any(ch.isupper() for ch in pattern) else 0
-    fast = _combine([re.compile(pattern, flags)], flags, lowered=True)
+    fast = _combine([Pattern(pattern, flags)], flags, lowered=True)
     assert (fast(folded) is None) == (re.search(pattern, text, re.IGNORECASE) is None)

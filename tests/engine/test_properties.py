@@ -122,7 +122,8 @@ _DOCS = st.fixed_dictionaries({}, optional={
 def test_generated_where_matches_jmespath_truthiness(expr: str, doc: dict) -> None:
     import jmespath
 
-    from watcher.engine.compile import Ctx, compile_path, truthy
+    from watcher.engine.lang.ctx import Ctx
+    from watcher.engine.lang.paths import compile_path, truthy
     from watcher.engine.yamlsrc import Doc
 
     cp = compile_path(expr, Ctx(Doc.__new__(Doc), []), (), "where")
@@ -141,7 +142,7 @@ def test_generated_where_matches_jmespath_truthiness(expr: str, doc: dict) -> No
 def test_truthy_is_jmespath_truthiness(value: Any) -> None:
     import jmespath
 
-    from watcher.engine.compile import truthy
+    from watcher.engine.lang.paths import truthy
 
     assert truthy(value) is (not jmespath.search("!x", {"x": value}))
 
@@ -155,7 +156,8 @@ def test_field_test_wheres_run_as_one_native_call(expr: str) -> None:
     interpreted, the lambda is the cheaper of the two and is kept."""
     import jmespath
 
-    from watcher.engine.compile import COMPILED_HERE, Ctx, FieldTests, _field_tests, compile_path
+    from watcher.engine.lang.ctx import Ctx
+    from watcher.engine.lang.paths import COMPILED_HERE, FieldTests, _field_tests, compile_path
     from watcher.engine.yamlsrc import Doc
 
     cp = compile_path(expr, Ctx(Doc.__new__(Doc), []), (), "where")
@@ -169,7 +171,7 @@ def test_field_tests_match_jmespath_truthiness(expr: str, doc: dict) -> None:
     """FieldTests itself, whichever path compile_path takes in this build."""
     import jmespath
 
-    from watcher.engine.compile import _field_tests, truthy
+    from watcher.engine.lang.paths import _field_tests, truthy
 
     tests = _field_tests(jmespath.compile(expr).parsed)
     if tests is None:  # not a conjunction of field tests
@@ -183,7 +185,8 @@ def test_field_tests_match_jmespath_truthiness(expr: str, doc: dict) -> None:
 
 def test_generated_where_keeps_jmespath_equality_of_bools_and_numbers() -> None:
     """Python says 0 == False and 1 == True; JMESPath does not."""
-    from watcher.engine.compile import Ctx, compile_path
+    from watcher.engine.lang.ctx import Ctx
+    from watcher.engine.lang.paths import compile_path
     from watcher.engine.yamlsrc import Doc
 
     def test(expr: str, doc: dict) -> bool:
@@ -202,7 +205,8 @@ def test_generated_where_keeps_jmespath_equality_of_bools_and_numbers() -> None:
 def test_three_step_paths_follow_every_step() -> None:
     """JMESPath parses a.b.c as one node with three children; the fast getters once
     stopped after the second."""
-    from watcher.engine.compile import Ctx, compile_path
+    from watcher.engine.lang.ctx import Ctx
+    from watcher.engine.lang.paths import compile_path
     from watcher.engine.yamlsrc import Doc
 
     cp = compile_path("a.b.c", Ctx(Doc.__new__(Doc), []), (), "field")
@@ -237,7 +241,7 @@ def test_fuzzy_length_bound_changes_no_finding(seq: list[str]) -> None:
     every key does."""
     from rapidfuzz import fuzz, process
 
-    from watcher.engine import detectors
+    from watcher.engine.detectors import repeat as detectors
 
     def brute(self: detectors.RepeatState, nkey: str) -> int:
         keys = [x.nkey for x in self.win if x.nkey is not None]
@@ -252,7 +256,7 @@ def test_fuzzy_length_bound_changes_no_finding(seq: list[str]) -> None:
 def _with_count(rules: object, items: list[dict], count: Any) -> tuple[list, list]:
     """The findings of ``items`` as the engine counts repeats, and with ``count`` in
     place of ``RepeatState._count``: ``(status, count, event uuids)`` of each."""
-    from watcher.engine import detectors
+    from watcher.engine.detectors import repeat as detectors
 
     def findings() -> list[tuple[Any, ...]]:
         return [(f.status, f.count, f.evidence.event_uuids) for f in feed_all(rules, items)]
@@ -289,7 +293,7 @@ def test_fuzzy_same_result_skips_change_no_finding(seq: list[tuple[str, str]]) -
     test or comparison; it finds what comparing every same-result key does."""
     from rapidfuzz import fuzz
 
-    from watcher.engine import detectors
+    from watcher.engine.detectors import repeat as detectors
 
     def brute(self: detectors.RepeatState, nkey: tuple[int, str]) -> int:
         return sum(1 for x in self.win if x.nkey is not None and x.nkey[0] == nkey[0]
@@ -326,7 +330,7 @@ def test_a_pair_exactly_on_the_similarity_is_compared() -> None:
 
 def _excerpt_reference(e: dict) -> tuple[str, bool]:
     """The excerpt of a tool call formatted in full (what the shortcut must equal)."""
-    from watcher.engine.detectors import EXCERPT_WIDTH as W
+    from watcher.engine.detectors.base import EXCERPT_WIDTH as W
 
     args = e.get("arguments")
     text = f"{e.get('function')}({args if isinstance(args, str) else ''})"
@@ -341,7 +345,7 @@ def _excerpt_reference(e: dict) -> tuple[str, bool]:
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab \n\t", max_size=900), st.text(alphabet="fx ", max_size=60))
 def test_long_tool_excerpt_formats_only_its_head(args: str, function: str) -> None:
-    from watcher.engine.detectors import _excerpt_parts
+    from watcher.engine.detectors.base import _excerpt_parts
 
     e = {"type": "tool", "function": function, "arguments": args}
     assert _excerpt_parts(e) == _excerpt_reference(e)
@@ -356,7 +360,7 @@ _NEAR_ALPHABET = st.sampled_from(["a", "B", " ", "  \t", "\n", "7", "12", ".", "
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_NEAR_ALPHABET, max_size=400).map("".join))
 def test_near_text_from_a_prefix_equals_the_whole_text(text: str) -> None:
-    from watcher.engine.detectors import NEAR_CHARS, _near_norm, _near_text
+    from watcher.engine.detectors.threshold import NEAR_CHARS, _near_norm, _near_text
 
     assert _near_text(text) == _near_norm(text)[:NEAR_CHARS]
 
@@ -372,7 +376,7 @@ def test_unseen_keeps_exactly_the_last_texts(keep: int, texts: list[str]) -> Non
     """Texts joined in batches search the same string as joining each one as it comes."""
     from dataclasses import replace
 
-    from watcher.engine.detectors import UnseenState
+    from watcher.engine.detectors.unseen import UnseenState
 
     rule = _unseen_rule()
     state = UnseenState(rule, Engine([rule]).open_sample(REF),
@@ -397,7 +401,8 @@ def test_key_normalised_field_by_field_equals_the_joined_key(
         values: list[str | None], rest: list[str]) -> None:
     """A key of plain fields is normalised field by field (shared between rules); the
     text must be what normalising the joined key gives."""
-    from watcher.engine.detectors import key_text, normalise_text, part_text
+    from watcher.engine.detectors.base import key_text
+    from watcher.engine.detectors.keys import normalise_text, part_text
 
     steps = ("whitespace", *rest)
     names = [f"f{i}" for i in range(len(values))]
@@ -416,7 +421,7 @@ def test_collapse_ws_is_split_and_join(text: str) -> None:
     stripped."""
     import re
 
-    from watcher.engine.compile import collapse_ws
+    from watcher.engine.text import collapse_ws
 
     assert collapse_ws(text) == " ".join(text.split())
     assert collapse_ws(text) == re.sub(r"\s+", " ", text).strip()
@@ -429,7 +434,8 @@ def test_near_norm_matches_its_regex_definition(text: str) -> None:
     ``#``; the split()/join() form and its digit shortcut must mean exactly that."""
     import re
 
-    from watcher.engine.detectors import _NUM, _near_norm
+    from watcher.engine.detectors.keys import NUM as _NUM
+    from watcher.engine.detectors.threshold import _near_norm
 
     assert _near_norm(text) == _NUM.sub("#", re.sub(r"\s+", " ", text).strip().lower())
 
@@ -440,8 +446,8 @@ def test_engine_lower_cases_as_cpython_does(text: str) -> None:
     """The compiled engine's lower-casing must be CPython's (mypyc's own ``str.lower``
     turns a final Σ into σ, not ς): repeat keys, near-identity texts and the text of
     case-insensitive tests all go through it."""
-    from watcher.engine.compile import lower
-    from watcher.engine.detectors import normalise_text
+    from watcher.engine.detectors.keys import normalise_text
+    from watcher.engine.text import lower
 
     assert lower(text) == text.lower()
     assert normalise_text(text, ("case",)) == text.lower().replace("…", "...")

@@ -82,3 +82,49 @@ def test_test_failure_exit_code(tmp_path: Path) -> None:
 def test_test_with_broken_rules_exits_2(tmp_path: Path) -> None:
     res = invoke("test", str(BROKEN / "bad-template.yaml"))
     assert res.exit_code == 2  # type: ignore[attr-defined]
+
+
+def _schema_validator() -> object:
+    import jsonschema
+
+    res = invoke("schema")
+    assert res.exit_code == 0, res.output  # type: ignore[attr-defined]
+    schema = json.loads(res.output)  # type: ignore[attr-defined]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _docs(path: Path) -> list[dict]:
+    import yaml
+
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def test_schema_accepts_every_builtin_document() -> None:
+    validator = _schema_validator()
+    docs = [d for f in sorted(RULES.glob("*.yaml")) for d in _docs(f)]
+    assert len(docs) > 25 and any("lists" in d for d in docs)
+    for doc in docs:
+        errors = [e.message for e in validator.iter_errors(doc)]  # type: ignore[attr-defined]
+        assert not errors, (doc.get("id"), errors)
+
+
+def test_schema_rejects_broken_documents() -> None:
+    validator = _schema_validator()
+    # what a schema can see: unknown keys, wrong types, values out of their sets, missing
+    # fields, a bad id, parameters out of bounds; each of these files holds only such rules
+    for name in ("unknown-key", "wrong-type", "bad-value", "missing-field", "bad-id",
+                 "unknown-fact", "bad-test"):
+        for doc in _docs(BROKEN / f"{name}.yaml"):
+            assert not validator.is_valid(doc), name  # type: ignore[attr-defined]
+    bad_params = _docs(BROKEN / "bad-detector-params.yaml")
+    # two detectors in one rule, a negative window and a similarity below 50 (the first
+    # rule's window shorter than its count needs two parameters at once: the loader's)
+    assert [validator.is_valid(d) for d in bad_params] == [True, False, False]  # type: ignore
+    ok = _docs(RULES / "repeated-tool-call.yaml")[0]
+    assert validator.is_valid(ok)  # type: ignore[attr-defined]
+    for broken in ({**ok, "detect": {"repeat": {**ok["detect"]["repeat"], "count": 1}}},
+                   {**ok, "detect": {"repeat": {"key": "x", "count": 3}}},
+                   {**ok, "detect": {"cycle": {}}},
+                   {**{k: v for k, v in ok.items() if k != "events"}}):
+        assert not validator.is_valid(broken), broken  # type: ignore[attr-defined]

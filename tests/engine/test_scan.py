@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watcher.engine import Engine, load_rules
-from watcher.engine.scan import Scanner, Untranslatable, available, prefilter_pattern
+from watcher.engine.scan import Scanner, Untranslatable, prefilter_pattern
 from watcher.events import normalise
 from watcher.findings import SampleRef
 from watcher.resources import bundled_dir
@@ -193,7 +193,3 @@ def test_rules_share_one_scan_per_prepared_text(monkeypatch: pytest.MonkeyPatch)
     assert len(calls) == len(set(calls))  # each prepared text scanned once
     assert 0 < len(calls) <= 3
 
-
-def test_re2_is_installed() -> None:
-    """google-re2 is a declared dependency: without it every scan falls back to `re`."""
-    assert available()

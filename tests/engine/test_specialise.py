@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from tests.engine.util import REF, finding_rows, load_text
 from watcher.engine import Engine, load_rules, materialise
-from watcher.engine.compile import Ctx, compile_path, never
+from watcher.engine.lang.ctx import Ctx
+from watcher.engine.lang.paths import compile_path
+from watcher.engine.rule import never
 from watcher.engine.yamlsrc import Doc
 
 RULE = """

@@ -537,6 +537,11 @@ def rule_act_block(rule: Any) -> RuleActBlock | None:
     block = getattr(rule, "act_block", None)
     if block is None or isinstance(block, RuleActBlock):
         return block
+    doc = getattr(rule, "act_doc", None)
+    if isinstance(doc, Doc):  # the engine's: the value as written, its document, ACT_PATH
+        from watcher.engine.rule import ACT_PATH
+
+        return RuleActBlock(block, doc, tuple(ACT_PATH))
     if isinstance(block, tuple) and len(block) in (2, 3):
         return RuleActBlock(*block)
     doc = getattr(block, "doc", None)

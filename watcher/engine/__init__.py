@@ -11,8 +11,8 @@ Typical use::
     watch.finalize(now)
 """
 
-from watcher.engine.compile import COMPILED_HERE
 from watcher.engine.errors import ERROR_KINDS, RuleError, RuleLoadErrors
+from watcher.engine.lang.paths import COMPILED_HERE
 from watcher.engine.loader import (
     RuleSet,
     builtin_dir,
@@ -21,7 +21,7 @@ from watcher.engine.loader import (
     rule_files,
     user_rules_dir,
 )
-from watcher.engine.model import ExceptionSpec, Rule
+from watcher.engine.rule import ExceptionSpec, Rule
 from watcher.engine.runtime import Engine, RunContext, SampleStatus, SampleWatch
 from watcher.engine.testing import CaseResult, materialise, run_case, run_rule_tests
 

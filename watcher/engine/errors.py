@@ -108,13 +108,15 @@ UnknownFactError = _kind("W119", "unknown-fact", "A condition names a fact the d
 FileError = _kind("W120", "file-error", "A rule path cannot be read.")
 UnknownSelectionError = _kind("W121", "unknown-selection",
                               "--only or --disable names no loaded rule id or category.")
+UnsupportedRegexError = _kind("W122", "unsupported-regex",
+                              "A regex construct RE2 cannot match as Python does.")
 
 ERROR_KINDS: tuple[type[RuleError], ...] = (
     YamlSyntaxError, DuplicateKeyError, UnknownKeyError, WrongTypeError, BadJmespathError,
     BadRegexError, CatastrophicRegexError, BadDetectorParamsError, DuplicateIdError,
     EmptyFileError, MissingFieldError, UnknownReferenceError, BadTemplateError, BadValueError,
     BadTestError, UnsafeYamlError, NeedsMismatchError, BadIdError, UnknownFactError, FileError,
-    UnknownSelectionError,
+    UnknownSelectionError, UnsupportedRegexError,
 )
 
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from watcher.engine.compile import Ctx, Registry
 from watcher.engine.errors import (
     DuplicateIdError,
     FileError,
@@ -24,9 +23,13 @@ from watcher.engine.errors import (
     RuleError,
     RuleLoadErrors,
     UnknownSelectionError,
+    UnsafeYamlError,
     WrongTypeError,
 )
-from watcher.engine.model import ExceptionSpec, Rule, parse_exception, parse_rule
+from watcher.engine.lang.ctx import Ctx
+from watcher.engine.lang.predicates import Registry
+from watcher.engine.lang.schema import parse_exception, parse_rule
+from watcher.engine.rule import ExceptionSpec, Rule
 from watcher.engine.yamlsrc import MAX_FILE_BYTES, Doc, load_docs
 from watcher.events import TIERS, tier_rank
 
@@ -195,7 +198,13 @@ def load_rules(
     chosen: dict[str, tuple[int, Rule]] = {}
     overrides: list[dict[str, str]] = []
     for level, doc in parsed:
-        rule = parse_rule(doc, registry, errors)
+        try:
+            rule = parse_rule(doc, registry, errors)
+        except RecursionError:  # a last resort: nesting is bounded where it is read
+            Ctx(doc, errors, str(doc.data.get("id"))).error(
+                UnsafeYamlError, (), "rule nested too deep to compile",
+                "flatten its predicates and expressions")
+            continue
         if rule is None:
             continue
         prev = chosen.get(rule.id)

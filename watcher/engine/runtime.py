@@ -4,12 +4,18 @@ An :class:`Engine` is built once from a rule set and shared by every sample; a
 :class:`SampleWatch` holds one sample attempt's bounded state. Rules are
 pre-filtered by event type (a dict from type to rules) so each event touches only
 the rules that read it, and per-event derived keys are cached across rules.
+
+A rule expression that fails on an event's data (:class:`ExprFailed`) never matches:
+the event, row or tick does not count for that rule, and the failure is recorded once
+per rule, expression and reason for the caller to report (:meth:`Engine.take_errors`,
+the ``rule_error`` notice).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -18,9 +24,10 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
-from watcher.engine.compile import Gate, collapse_ws, never
 from watcher.engine.detectors import RuleState, whole_value
-from watcher.engine.model import ExceptionSpec, Rule
+from watcher.engine.gate import Gate
+from watcher.engine.rule import CLOCK, ExceptionSpec, ExprFailed, Rule, RuleRunError, never
+from watcher.engine.text import collapse_ws
 from watcher.events import TIERS, Event, Tier, tier_rank
 from watcher.findings import Finding, SampleRef
 
@@ -32,7 +39,6 @@ class SampleStatus:
     ``in_flight`` lists events left pending, each ``{type, function, since}``;
     ``polls_without_change`` counts consecutive polls that brought nothing new, so
     a stall is only reported once it is corroborated by at least two polls.
-    ``sample_kind`` carries hints (e.g. ``{"agent": "react", "sandbox": True}``).
     """
 
     last_event_at: float | None = None
@@ -40,7 +46,6 @@ class SampleStatus:
     polls_without_change: int = 0
     in_flight: list[dict[str, Any]] = field(default_factory=list)
     last_event: dict[str, Any] | None = None
-    sample_kind: dict[str, Any] = field(default_factory=dict)
 
 
 _DIGITS = re.compile(r"\d+")
@@ -152,6 +157,29 @@ class Engine:
                 for t in r.events:
                     self.by_type.setdefault(t, []).append(r)
         self._table: dict[str, tuple[tuple[int, ...], list[_Target]]] = {}
+        # run-time expression failures: each (rule, expression, reason) once, shared by
+        # every sample (and every source thread) of this engine
+        self._failures_seen: set[tuple[str, str, str]] = set()
+        self._failures: list[RuleRunError] = []
+        self._failures_lock = threading.Lock()
+
+    def failed(self, rule: Rule, exc: ExprFailed, ref: SampleRef) -> None:
+        """Record that ``rule``'s expression failed on ``ref``'s data (first time only)."""
+        key = (rule.id, exc.expression, exc.reason)
+        with self._failures_lock:
+            if key in self._failures_seen:
+                return
+            self._failures_seen.add(key)
+            self._failures.append(RuleRunError(rule.id, rule.source, rule.line,
+                                               exc.expression, exc.reason, ref))
+
+    def take_errors(self) -> list[RuleRunError]:
+        """The expression failures recorded since the last call (each reported once)."""
+        if not self._failures:
+            return []
+        with self._failures_lock:
+            out, self._failures = self._failures, []
+        return out
 
     @property
     def event_types(self) -> frozenset[str] | None:
@@ -233,8 +261,8 @@ class SampleWatch:
             None if r.reads_events else r.detector.new_state(r, self) for r in eng.rules]
         # events of each population seen so far (see Engine.populations)
         self.pop: list[int] = [0] * len(eng.populations)
-        self.idle = [s for s in self.state_list
-                     if s is not None and s.rule.detect_kind == "idle"]
+        # clock-driven states: anything new on the sample ends their episode
+        self.clocked = [s for s in self.state_list if s is not None and s.rule.drive == CLOCK]
         self.last_ts = 0.0
         self.finalized = False
         # hashes of the user messages that prompted model turns so far (bounded): one seen
@@ -278,7 +306,7 @@ class SampleWatch:
         if event.get("prompt_role") == "user":
             self._prompt_seen(event)
         out: list[Finding] = []
-        for st in self.idle:
+        for st in self.clocked:
             if st.ep is not None:
                 out += st.activity(ts)
         eng = self.engine
@@ -294,20 +322,24 @@ class SampleWatch:
         sv = self.sample_view
         states = self.state_list
         for pred, excepted, i, gate in targets:
-            if gate is not None and not gate.open(event):
-                matched = False  # the shared scan rules out every pattern of the predicate
-            else:
-                matched = True if pred is None else pred(event)
-            if matched and excepted is not None and excepted(event, sv):
-                matched = False  # excepted: a miss, to a state that is waiting for one
-            s: RuleState | None = states[i]
-            if matched:
-                if s is None:
-                    s = self._state(i)
-            else:
-                if s is None or not s.armed():  # a miss changes nothing (the common case)
-                    continue
-            found = s.feed(event, ts, matched)
+            try:
+                if gate is not None and not gate.open(event):
+                    matched = False  # the shared scan rules out every pattern of the predicate
+                else:
+                    matched = True if pred is None else pred(event)
+                if matched and excepted is not None and excepted(event, sv):
+                    matched = False  # excepted: a miss, to a state that is waiting for one
+                s: RuleState | None = states[i]
+                if matched:
+                    if s is None:
+                        s = self._state(i)
+                else:
+                    if s is None or not s.armed():  # a miss changes nothing (the common case)
+                        continue
+                found = s.feed(event, ts, matched)
+            except ExprFailed as exc:  # the event does not count for this rule
+                eng.failed(eng.rules[i], exc, self.ref)
+                continue
             if found:
                 out += found
         return out
@@ -329,20 +361,20 @@ class SampleWatch:
                 del seen[next(iter(seen))]
 
     def tick(self, now: float, status: SampleStatus) -> list[Finding]:
-        """Clock-driven checks: idle rules, and time windows that closed without events."""
+        """Clock-driven checks: clock-driven rules, and time windows that closed without
+        events (each state's ``tick``)."""
         out: list[Finding] = []
         for s in self.state_list:
-            if s is None:
-                continue
-            if s.rule.detect_kind == "idle":
-                out += s.tick(now, status)
-            elif s.rule.reads_events:
-                out += s.expire(now)
+            if s is not None:
+                try:
+                    out += s.tick(now, status)
+                except ExprFailed as exc:
+                    self.engine.failed(s.rule, exc, self.ref)
         return out
 
     def sample_row(self, row: Any, context: RunContext | None = None,
                    now: float | None = None) -> list[Finding]:
-        """Run sample rules over a samples-listing row (a dict or a ``SampleRow``)."""
+        """Run row-driven rules over a samples-listing row (a dict or a ``SampleRow``)."""
         if not isinstance(row, dict):
             raw = dict(getattr(row, "raw", {}) or {})
             raw.setdefault("status", getattr(row, "status", None))
@@ -353,8 +385,11 @@ class SampleWatch:
         when = now if now is not None else (self.last_ts or time.time())
         out: list[Finding] = []
         for s in self.state_list:
-            if s is not None and s.rule.detect_kind == "sample":
-                out += s.row(row, context, when)
+            if s is not None:
+                try:
+                    out += s.row(row, context, when)
+                except ExprFailed as exc:  # the row does not count for this rule
+                    self.engine.failed(s.rule, exc, self.ref)
         return out
 
     def finalize(self, now: float | None = None) -> list[Finding]:

@@ -1,42 +1,35 @@
 """One RE2 pass per text that tells which rule regexes might match it.
 
-Rules are written as Python regexes and Python's ``re`` stays the judge of every
-match. But ``re`` tries each pattern separately, and over tool arguments of a few
+Each rule's own search (:class:`watcher.engine.rx.Pattern`) stays the judge of every
+match. But it tries each pattern separately, and over tool arguments of a few
 hundred characters a pack of shortcut patterns costs tens of microseconds per event
 even when nothing matches (the common case). RE2's ``Set`` matches all patterns of
 one text in a single DFA pass, so every regex test over the same prepared text
-(e.g. lower-cased tool arguments) shares one scan; ``re`` then runs only the
-patterns the scan reported.
+(e.g. lower-cased tool arguments) shares one scan; the rules' searches then run only
+for the patterns the scan reported.
 
-The scan must never miss a match ``re`` would find, so each pattern is translated
-into a *superset* for RE2 (``prefilter_pattern``): look-arounds are dropped,
-back-references become ``.*``, long counted repeats are loosened (they would bloat
-the DFA). Python's classes are Unicode-aware and RE2's are ASCII, so there are two
-translations: an exact one for ASCII text (``\\w``, ``\\s``, ``\\d``, ``\\b``
-spelled out as Python means them there), and a looser one for other text (any
-non-ASCII character may be a word, space or digit character, and word boundaries
-are dropped). Patterns that cannot be translated, text that is not valid Unicode,
-and a missing ``re2`` module fall back to plain ``re``.
+The scan must never miss a match, so each pattern is translated into a *superset*
+for RE2 (``prefilter_pattern``): look-arounds are dropped, back-references become
+``.*``, long counted repeats are loosened (they would bloat the DFA). Python's
+classes are Unicode-aware and RE2's are ASCII, so there are two translations: an
+exact one for ASCII text (``\\w``, ``\\s``, ``\\d``, ``\\b`` spelled out as Python
+means them there), and a looser one for other text (any non-ASCII character may be
+a word, space or digit character, and word boundaries are dropped). Patterns that
+cannot be translated and text that is not valid Unicode fall back to each rule's
+own search.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from re import _constants as _c  # type: ignore[attr-defined]
+from re import _parser as _p  # type: ignore[attr-defined]
 from typing import Any
 
+import re2 as _re2  # google-re2
+
 from watcher.engine.scanmatch import text_hits
-
-try:
-    import re2 as _re2  # google-re2
-except ImportError:  # pragma: no cover - the dependency is declared; keep working without it
-    _re2 = None
-
-try:
-    from re import _constants as _c  # type: ignore[attr-defined]
-    from re import _parser as _p  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover
-    _c = _p = None  # type: ignore[assignment]
 
 # Python's whitespace within ASCII (str.isspace): RE2's \s lacks \v and \x1c-\x1f
 _SPACE = r"\t\n\x0b\f\r\x1c-\x1f "
@@ -47,8 +40,8 @@ _NEVER = r"[^\x00-\x{10FFFF}]"
 MAX_COUNT = 8  # counted repeats above this become open-ended (a superset)
 MAX_MEM = 64 << 20  # per scanner; RE2 allocates DFA states lazily
 # Below this many patterns a scan costs more than it saves: a call into RE2 costs
-# about 1 µs before the DFA reads a byte, and each rule's own ``re`` search is
-# already guarded by a substring test of its required literals (compile._combine).
+# about 1 µs before the DFA reads a byte, and each rule's own search is
+# already guarded by a substring test of its required literals (lang.regex.combine).
 # Measured on the synthetic bench stream: the one-pattern scans of tool results and
 # arguments cost 3.3-3.4 µs each per call.
 RULE_SCAN_MIN_PATTERNS = 8
@@ -58,18 +51,12 @@ class Untranslatable(Exception):
     """The pattern uses a construct the translation does not know."""
 
 
-def available() -> bool:
-    return _re2 is not None and _p is not None
-
-
 def prefilter_pattern(pattern: str, flags: int = 0, *, ascii_text: bool = True) -> str:
     """An RE2 pattern matching wherever ``re.compile(pattern, flags)`` does.
 
     With ``ascii_text`` the translation holds for ASCII text only (and is tighter);
     without, for any text. Raises :class:`Untranslatable` for unknown constructs.
     """
-    if _p is None:
-        raise Untranslatable("no re parser")
     try:
         parsed = _p.parse(pattern, flags)
     except (re.error, RecursionError, ValueError) as exc:
@@ -262,7 +249,7 @@ class Scanner:
     rebuilt if patterns were added since). ``hits(text)`` returns the indices of
     patterns that may match (a superset of those that do), or ``None`` when the scan
     cannot answer for this text. A scanner holding fewer than ``min_patterns``
-    patterns never scans (always ``None``: the callers ask ``re``).
+    patterns never scans (always ``None``: the callers run each rule's search).
     """
 
     def __init__(self, min_patterns: int = 1) -> None:
@@ -290,9 +277,7 @@ class Scanner:
 
     def ready(self) -> tuple[_Set, _Set] | None:
         """The built sets, ``(ASCII text, any text)``, or ``None`` when this scanner
-        does not scan (too few patterns, or no RE2): what :func:`text_hits` reads."""
-        if _re2 is None:
-            return None
+        does not scan (too few patterns): what :func:`text_hits` reads."""
         if self._built != len(self.patterns):
             self._build()
         return self._sets

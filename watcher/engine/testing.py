@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from watcher.engine.model import Rule
+from watcher.engine.rule import Rule
 from watcher.engine.runtime import Engine, RunContext, SampleStatus
 from watcher.events import WHOLE, Event, parse_args, truncate
 from watcher.findings import Finding, SampleRef

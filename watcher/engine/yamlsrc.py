@@ -4,6 +4,10 @@ PyYAML's ``safe_load`` silently keeps the last of two equal keys and forgets
 where values came from, so we compose node trees ourselves (with a
 :class:`yaml.SafeLoader` subclass: no Python tags, nothing executes) and build
 plain values plus a map from each value's path to its line and column.
+
+Nesting is bounded (:data:`MAX_DEPTH` levels of lists and mappings): composing, and
+every pass over a rule after it, recurse once per level, and a file of ``[[[[…``
+would otherwise end in a ``RecursionError`` instead of a located error.
 """
 
 from __future__ import annotations
@@ -24,12 +28,35 @@ from watcher.engine.errors import (
 Path_ = tuple[Any, ...]
 MAX_FILE_BYTES = 1_000_000
 MAX_NODES = 200_000
+# deepest nesting of lists and mappings in a rule file (real rules use under 10 levels;
+# the compile passes recurse per level, so this bound keeps them far from Python's)
+MAX_DEPTH = 64
 SAFE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in (
     "str", "int", "float", "bool", "null", "seq", "map", "timestamp", "merge"))
 
 
+class _TooDeep(Exception):
+    def __init__(self, mark: Any) -> None:
+        super().__init__("too deep")
+        self.mark = mark
+
+
 class RuleYamlLoader(yaml.SafeLoader):
-    """SafeLoader subclass used only to compose nodes and construct plain scalars."""
+    """SafeLoader subclass used only to compose nodes and construct plain scalars.
+
+    Its composer recurses once per level of nesting, so it stops at :data:`MAX_DEPTH`
+    (libyaml's, under :class:`FastRuleYamlLoader`, stops itself at 1000)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH + 1:
+                raise _TooDeep(self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 class FastRuleYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -85,6 +112,11 @@ def _build(
     if budget.nodes > MAX_NODES:
         raise _TooLarge()
     doc.vloc[path] = _mark(node)
+    if len(path) > MAX_DEPTH and isinstance(node, yaml.CollectionNode):
+        _err(errors, UnsafeYamlError, doc, node,
+             f"lists and mappings nested more than {MAX_DEPTH} deep",
+             "flatten it: a predicate can name a macro, a list can be a {list: NAME}")
+        return None
     if node.tag not in SAFE_TAGS:
         _err(errors, UnsafeYamlError, doc, node, f"YAML tag {node.tag!r} is not allowed",
              "rule files are plain data: strings, numbers, booleans, lists, mappings")
@@ -186,6 +218,13 @@ def _load_docs(text: str, file: str, errors: list[RuleError],
                 return docs
             if doc.data is not None:
                 docs.append(doc)
+    except _TooDeep as exc:
+        line, col = exc.mark.line + 1, exc.mark.column + 1
+        errors.append(UnsafeYamlError(
+            f"lists and mappings nested more than {MAX_DEPTH} deep", file=file, line=line,
+            col=col, source_line=lines[line - 1] if 0 < line <= len(lines) else None,
+            hint="flatten it: a predicate can name a macro, a list can be a {list: NAME}"))
+        return docs
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = mark.line + 1 if mark else None

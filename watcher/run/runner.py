@@ -616,14 +616,12 @@ class TaskWatcher:
             self._close(key)
 
     def _tick(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
-        row = self.rows.get(key)
         status = SampleStatus(
             last_event_at=stream.last_event_at, last_change_at=stream.last_change_at,
             polls_without_change=stream.polls_without_change,
             in_flight=[{"type": e.get("type"), "function": e.get("function"),
                         "since": e.get("timestamp")} for e in stream.in_flight.values()],
             last_event=stream.last_event,
-            sample_kind={"status": row.status} if row else {},
         )
         self._findings(self.watches[key].tick(now, status))
 
@@ -649,6 +647,10 @@ class TaskWatcher:
         for f in findings:
             s = f.sample
             self.emit(self.meter((s.sample_id, s.epoch)).annotate(f))
+        # a rule expression that failed on the data just read: said once per rule and
+        # reason (the engine keeps count), beside the findings it may have changed
+        for err in self.engine.take_errors():
+            self.emit(err.notice(at=time.time()))
 
 
 def _read(stream: SampleStream, source: Source, now: float) -> StreamItem | SourceError:

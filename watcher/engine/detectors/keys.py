@@ -1,0 +1,104 @@
+"""Key text: how repeat and unseen rules read the fields they compare.
+
+A key is read from the event's whole values, normalised step by step (whitespace,
+case, numbers, paths) and cached for the current event under every prefix of its
+normalisers, so rules reading the same field through the same first steps share the
+work.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from watcher.engine.detectors.base import key_text, whole_value
+from watcher.engine.rx import Pattern
+from watcher.engine.text import cache_key, collapse_ws, lower, unmark
+from watcher.events import Event
+
+NUM: Final = re.compile(r"\d+(?:\.\d+)?")
+# on RE2: in `re` this pattern is quadratic in a long word without a slash
+_PATHRX: Final = Pattern(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]*")
+NORMALISERS = ("whitespace", "case", "numbers", "paths")
+
+
+def normalise_text(text: str, steps: tuple[str, ...]) -> str:
+    """Apply repeat-key normalisers in order (see ``NORMALISERS``)."""
+    for n in steps:
+        text = normalise_step(text, n)
+    return text
+
+
+def normalise_step(text: str, step: str) -> str:
+    """One repeat-key normaliser (see ``NORMALISERS``)."""
+    if "…" in text:  # (no scan of a one-byte text: the mark cannot be in it)
+        # the server's truncation mark compares as "..."; one non-ASCII character
+        # would also double the size of every stored key
+        text = text.replace("…", "...")
+    if step == "whitespace":
+        return collapse_ws(text)
+    if step == "case":
+        return lower(text)
+    if step == "paths":
+        return _PATHRX.sub("<path>", text)
+    if step == "numbers":
+        return NUM.sub("#", text)
+    return text
+
+
+def part_text(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...]) -> str:
+    """Field ``name`` of the event as key text after the normalisers ``steps``.
+
+    Cached for the current event under every prefix of ``steps``: the repeat rules and
+    the unseen rule read the same fields (``arguments``, ``result``) through the same
+    first normalisers, and each field is normalised once per event.
+    """
+    return part_chain(e, cache, name, steps, part_keys(name, steps))
+
+
+# cache-key tuples by (kind, names, normalisers): made once and shared by every
+# sample's rule states (a sample's state holds references, not copies)
+_KEYS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[str, ...]] = {}
+
+
+def memo_keys(kind: str, names: tuple[str, ...], steps: tuple[str, ...]) -> tuple[str, ...]:
+    got = _KEYS.get((kind, names, steps))
+    if got is None:
+        got = _KEYS[(kind, names, steps)] = tuple(
+            cache_key(kind, *names, steps[:k]) for k in range(len(steps) + 1))
+    return got
+
+
+def part_keys(name: str, steps: tuple[str, ...]) -> tuple[str, ...]:
+    """The cache keys of :func:`part_chain`: ``[k]`` holds the text after ``steps[:k]``."""
+    return memo_keys("part", (name,), steps)
+
+
+def part_chain(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...],
+               keys: tuple[Any, ...]) -> str:
+    """:func:`part_text` with its cache keys made beforehand (by :func:`part_keys`).
+
+    Repeat rules read several fields through several normalisers on every event they
+    match; building the keys once per rule rather than per call saves a tuple and a
+    hash per lookup. Starts from the longest prefix of ``steps`` already done.
+    """
+    n = len(steps)
+    t: str | None = cache.get(keys[n])
+    if t is not None:
+        return t
+    k = n - 1
+    while k >= 0:
+        t = cache.get(keys[k])
+        if t is not None:
+            break
+        k -= 1
+    if t is None:
+        v = whole_value(e, name)
+        t = "\x00" if v is None else unmark(v) if type(v) is str else key_text(v)
+        cache[keys[0]] = t
+        k = 0
+    while k < n:
+        t = normalise_step(t, steps[k])
+        k += 1
+        cache[keys[k]] = t
+    return t

@@ -1,0 +1,279 @@
+"""Rule regexes in linear time: Python's syntax and meaning, matched by RE2.
+
+Agent text is untrusted, and Python's ``re`` backtracks: ``^a*a*a*a*a*a*Z``,
+``.*foo.*bar.*baz`` or ``x\\s*\\s*\\s*\\s*$`` over 8 KB of agent text held a watcher for
+minutes, and no shape check catches every such pattern. RE2 never backtracks (its cost
+is linear in the text), so every rule regex runs on RE2.
+
+A pattern is written (and parsed, for its errors) as a Python regex and translated
+into RE2 syntax with Python's meaning kept: ``\\w``, ``\\d`` and ``\\s`` as Python reads
+them in Unicode text, ``$`` also before a final newline, the four extra case-insensitive
+letters of ``re`` (İ ı ſ K). What RE2 cannot do is refused when the rule loads
+(:class:`Unsupported`, W122): look-arounds, back-references, conditional groups,
+possessive repeats and atomic groups, repeat counts above 1000, and a ``$`` that more
+pattern follows. One difference remains: RE2's ``\\b`` and ``\\B`` take only ASCII
+letters, digits and ``_`` as word characters (Python's take every Unicode one); the
+two agree wherever a boundary has an ASCII character on both sides.
+"""
+
+from __future__ import annotations
+
+from re import _constants as _c  # type: ignore[attr-defined]
+from re import _parser as _p  # type: ignore[attr-defined]
+from typing import Any, Final
+
+import re2 as _re2
+
+MAX_REPEAT: Final = 1000  # RE2's bound on a counted repeat
+MAX_MEM: Final = 64 << 20  # per pattern; RE2 builds its DFA states lazily within it
+
+# Python's classes in Unicode text (checked against every code point by
+# tests/engine/test_rx.py): \w is a letter, a number or "_", \d a decimal digit
+_WORD = r"\p{L}\p{N}_"
+_DIGIT = r"\p{Nd}"
+_SPACE = (r"\t\n\x0b\f\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}"
+          r"\x{202f}\x{205f}\x{3000}")
+_ASCII_WORD = "0-9A-Za-z_"
+_ASCII_DIGIT = "0-9"
+_ASCII_SPACE = r"\t\n\x0b\f\r "
+# under IGNORECASE Python also matches these non-ASCII letters to i, k and s
+_FOLDS = {"i": r"iI\x{130}\x{131}", "k": r"kK\x{212a}", "s": r"sS\x{17f}"}
+
+
+class Unsupported(Exception):
+    """A construct RE2 cannot match as Python would (the message says which)."""
+
+
+def _chr(ch: int) -> str:
+    s = chr(ch)
+    if s.isascii() and s.isalnum():
+        return s
+    return f"\\x{{{ch:x}}}"
+
+
+def translate(pattern: str, flags: int = 0) -> str:
+    """RE2 syntax for ``re.compile(pattern, flags)``, matching where it matches.
+
+    Raises :class:`Unsupported` for what RE2 cannot match the same way, and
+    ``re.error`` (or ``RecursionError``) for what Python cannot parse.
+    """
+    parsed = _p.parse(pattern, flags)
+    f = parsed.state.flags
+    if f & _c.SRE_FLAG_ASCII and f & _c.SRE_FLAG_IGNORECASE:
+        raise Unsupported("case-insensitive ASCII-only matching (RE2 folds Unicode)")
+    em = _Exact(ascii=bool(f & _c.SRE_FLAG_ASCII))
+    body = em.seq(list(parsed), bool(f & _c.SRE_FLAG_IGNORECASE),
+                  bool(f & _c.SRE_FLAG_DOTALL), bool(f & _c.SRE_FLAG_MULTILINE), False)
+    return "(?i:" + body + ")" if f & _c.SRE_FLAG_IGNORECASE else body
+
+
+def _consumes(op: Any, av: Any) -> bool:
+    """Whether a parsed item can match a non-empty text."""
+    c = _c
+    if op is c.AT or op in (c.ASSERT, c.ASSERT_NOT):
+        return False
+    if op is c.SUBPATTERN:
+        return any(_consumes(o, a) for o, a in av[-1])
+    if op is c.BRANCH:
+        return any(any(_consumes(o, a) for o, a in alt) for alt in av[1])
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+        return bool(av[1]) and any(_consumes(o, a) for o, a in av[2])
+    return True
+
+
+class _Exact:
+    def __init__(self, ascii: bool) -> None:
+        self.ascii = ascii
+
+    def seq(self, items: list[Any], icase: bool, dotall: bool, ml: bool, tail: bool) -> str:
+        """``tail``: something that can consume text may follow the sequence."""
+        out = []
+        for k, (op, av) in enumerate(items):
+            after = tail or any(_consumes(o, a) for o, a in items[k + 1:])
+            out.append(self.node(op, av, icase, dotall, ml, after))
+        return "".join(out)
+
+    def node(self, op: Any, av: Any, icase: bool, dotall: bool, ml: bool, tail: bool) -> str:
+        c = _c
+        if op is c.LITERAL:
+            fold = _FOLDS.get(chr(av).lower()) if icase and not self.ascii else None
+            return f"[{fold}]" if fold is not None and chr(av).isascii() else _chr(av)
+        if op is c.NOT_LITERAL:
+            fold = _FOLDS.get(chr(av).lower()) if icase and not self.ascii else None
+            return f"[^{fold if fold is not None and chr(av).isascii() else _chr(av)}]"
+        if op is c.ANY:
+            return r"(?s:.)" if dotall else r"(?-s:.)"
+        if op is c.IN:
+            return self.charset(av, icase)
+        if op is c.BRANCH:
+            return "(?:" + "|".join(self.seq(list(alt), icase, dotall, ml, tail)
+                                    for alt in av[1]) + ")"
+        if op is c.SUBPATTERN:
+            _group, add, delete, sub = av
+            if (add | delete) & (c.SRE_FLAG_ASCII | c.SRE_FLAG_LOCALE | c.SRE_FLAG_UNICODE):
+                raise Unsupported("inline ASCII, LOCALE or UNICODE flags on a group")
+            i2 = (icase or bool(add & c.SRE_FLAG_IGNORECASE)) and not (
+                delete & c.SRE_FLAG_IGNORECASE)
+            d2 = (dotall or bool(add & c.SRE_FLAG_DOTALL)) and not (delete & c.SRE_FLAG_DOTALL)
+            m2 = (ml or bool(add & c.SRE_FLAG_MULTILINE)) and not (
+                delete & c.SRE_FLAG_MULTILINE)
+            inner = self.seq(list(sub), i2, d2, m2, tail)
+            if i2 != icase:
+                return ("(?i:" if i2 else "(?-i:") + inner + ")"
+            return "(?:" + inner + ")"
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            lo, hi, sub = av
+            if lo > MAX_REPEAT or (hi is not c.MAXREPEAT and hi > MAX_REPEAT):
+                raise Unsupported(f"a repeat count above {MAX_REPEAT}")
+            again = hi is c.MAXREPEAT or hi > 1  # the repeat itself may follow each round
+            inner = "(?:" + self.seq(list(sub), icase, dotall, ml, tail or again) + ")"
+            if hi is c.MAXREPEAT:
+                return inner + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
+            return inner + f"{{{lo},{hi}}}"
+        if op is c.AT:
+            return self.at(av, ml, tail)
+        if op in (c.POSSESSIVE_REPEAT, c.ATOMIC_GROUP):
+            raise Unsupported("possessive repeats and atomic groups")
+        if op in (c.ASSERT, c.ASSERT_NOT):
+            raise Unsupported("look-ahead and look-behind assertions")
+        if op in (c.GROUPREF, c.GROUPREF_EXISTS):
+            raise Unsupported("back-references and conditional groups")
+        raise Unsupported(f"the regex construct {op}")
+
+    def at(self, where: Any, ml: bool, tail: bool) -> str:
+        c = _c
+        if where is c.AT_BEGINNING:
+            return "(?m:^)" if ml else r"\A"
+        if where is c.AT_BEGINNING_STRING:
+            return r"\A"
+        if where is c.AT_END:
+            if ml:
+                return "(?m:$)"
+            if tail:
+                raise Unsupported("a `$` that more pattern follows")
+            return r"(?:\n?\z)"  # Python's $ also matches before a final newline
+        if where is c.AT_END_STRING:
+            return r"\z"
+        if where is c.AT_BOUNDARY:
+            return r"\b"
+        if where is c.AT_NON_BOUNDARY:
+            return r"\B"
+        raise Unsupported(f"the anchor {where}")
+
+    def charset(self, items: Any, icase: bool) -> str:
+        c = _c
+        negate = any(op is c.NEGATE for op, _ in items)
+        word, digit, space = ((_ASCII_WORD, _ASCII_DIGIT, _ASCII_SPACE) if self.ascii
+                              else (_WORD, _DIGIT, _SPACE))
+        parts: list[str] = []
+        negated: list[str] = []  # \D, \S, \W: classes of their own
+        for op, av in items:
+            if op is c.NEGATE:
+                continue
+            if op is c.LITERAL:
+                fold = _FOLDS.get(chr(av).lower()) if icase and not self.ascii else None
+                parts.append(fold if fold is not None and chr(av).isascii() else _chr(av))
+            elif op is c.RANGE:
+                lo, hi = av
+                parts.append(f"{_chr(lo)}-{_chr(hi)}")
+                if icase and not self.ascii:
+                    for letter, fold in _FOLDS.items():
+                        if lo <= ord(letter) <= hi or lo <= ord(letter.upper()) <= hi:
+                            parts.append(fold)
+            elif op is c.CATEGORY:
+                pos = {c.CATEGORY_DIGIT: digit, c.CATEGORY_WORD: word,
+                       c.CATEGORY_SPACE: space}.get(av)
+                neg = {c.CATEGORY_NOT_DIGIT: digit, c.CATEGORY_NOT_WORD: word,
+                       c.CATEGORY_NOT_SPACE: space}.get(av)
+                if pos is not None:
+                    parts.append(pos)
+                elif neg is not None:
+                    negated.append(neg)
+                else:
+                    raise Unsupported(f"the class {av}")
+            else:
+                raise Unsupported(f"the class item {op}")
+        if negate:
+            if negated and (parts or len(negated) > 1):
+                raise Unsupported("a negated class holding \\D, \\S or \\W with more")
+            if negated:  # [^\D] is \d
+                return f"[{negated[0]}]"
+            return f"[^{''.join(parts)}]"
+        alts = ([f"[{''.join(parts)}]"] if parts else []) + [f"[^{n}]" for n in negated]
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+def _options() -> Any:
+    opts = _re2.Options()
+    opts.max_mem = MAX_MEM
+    opts.log_errors = False
+    opts.never_capture = True
+    return opts
+
+
+_OPTIONS: Final = _options()
+_UNANCHORED: Final = _re2._re2.RE2.Anchor.UNANCHORED
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: bytes RE2 reads as no character
+        return text.encode("utf-8", "surrogatepass")
+
+
+class Pattern:
+    """A rule regex: its Python source and flags, matched by RE2 (see the module).
+
+    ``search`` answers like ``re.Pattern.search`` does for a test: something that is
+    not ``None`` when the pattern matches somewhere in the text (where it matches may
+    differ: lazy repeats are matched greedily, which never changes whether).
+    """
+
+    def __init__(self, pattern: str, flags: int = 0, translated: str | None = None) -> None:
+        self.pattern = pattern
+        self.flags = flags
+        self.translated = translate(pattern, flags) if translated is None else translated
+        rx = _re2._re2.RE2(self.translated.encode("utf-8"), _OPTIONS)
+        if not rx.ok():
+            raise Unsupported(f"RE2 cannot compile it ({rx.error()})")
+        self._match = rx.Match
+
+    def search(self, text: str) -> Any:
+        data = _utf8(text)
+        span = self._match(_UNANCHORED, data, 0, len(data))[0]
+        return None if span[0] < 0 else span
+
+    def sub(self, repl: str, text: str) -> str:
+        """``re.sub(pattern, repl, text)`` for a plain ``repl`` (no group references) and
+        a pattern whose lazy repeats do not change what it matches (as
+        :func:`translate` makes them greedy)."""
+        data = _utf8(text)
+        end = len(data)
+        out: list[bytes] = []
+        pos = last = 0
+        rb = repl.encode("utf-8")
+        while pos <= end:
+            span = self._match(_UNANCHORED, data, pos, end)[0]
+            if span[0] < 0:
+                break
+            out.append(data[last:span[0]])
+            out.append(rb)
+            last = span[1]
+            pos = span[1] if span[1] > span[0] else span[1] + 1
+        if not out:
+            return text
+        out.append(data[last:])
+        return b"".join(out).decode("utf-8", "surrogatepass")
+
+    def __repr__(self) -> str:
+        return f"rx.Pattern({self.pattern!r}, {self.flags})"
+
+
+def alternation(patterns: list[Pattern]) -> Pattern:
+    """One pattern matching where any of ``patterns`` does (one RE2 pass)."""
+    if len(patterns) == 1:
+        return patterns[0]
+    return Pattern("|".join(f"(?:{p.pattern})" for p in patterns), 0,
+                   "|".join(f"(?:{p.translated})" for p in patterns))
+
