@@ -51,6 +51,9 @@ def test_buffer_pages_equal_the_control_channel_and_the_log(eval_runner: Any) ->
         assert not any(e["pending"] for e in events)
     # ... and what the rules read of them is what the control channel serves
     task = got["task"]
+    # the first pages of samples after the first came from the buffer, under the nonce
+    # their summary rows give: real Inspect confirmed the derivation
+    assert src._derive.get(task.eval_id) is True
     for key, events in got["events"].items():
         from watcher.stream import SampleStream
 
@@ -336,6 +339,38 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
         if tw._listing is not None:
             tw._listing.result()
         assert src.listings == 3  # still listed every few seconds, for status changes
+
+
+def _second_sample(buf: FakeBuffer, uuid: str) -> None:
+    buf.db.execute("INSERT INTO samples VALUES ('s2', 1, ?)",
+                   (json.dumps({"id": "s2", "epoch": 1, "uuid": uuid, "retries": 0,
+                                "completed": False}),))
+    for n in ("x", "y"):
+        buf.db.execute("INSERT INTO events (event_id, sample_id, sample_epoch, data) "
+                       "VALUES (?, 's2', 1, ?)",
+                       (n, json.dumps({"uuid": n, "event": "tool", "timestamp": 1.0})))
+
+
+@pytest.mark.parametrize("first_uuid", ["UUID", "OTHER"])
+def test_first_pages_come_from_the_buffer_once_the_nonce_is_confirmed(
+        setup: Any, first_uuid: str) -> None:
+    """Inspect's cursor nonce is the sample's uuid and retry count: once a control-channel
+    page confirms that for a task, a running sample's first page is read from the buffer
+    (an eval whose loop is busy answered each first page late). A nonce the control
+    channel contradicts turns the derivation off for the task."""
+    buf, inner, src, task = setup
+    buf.db.execute("UPDATE samples SET data = ?", (json.dumps(
+        {"id": "s1", "epoch": 1, "uuid": first_uuid, "retries": 0, "completed": False}),))
+    buf.event("a")
+    _read(src, task, None)  # s1's first page: the control channel's (nonce UUID:0)
+    _second_sample(buf, "U2")
+    page = src.events(task, "s2", 1, since=None, types=None, tier="content")  # type: ignore[arg-type]
+    if first_uuid == "UUID":
+        assert len(inner.calls) == 1, "s2's first page should have come from the buffer"
+        assert [e["uuid"] for e in page.events] == ["x", "y"]
+        assert decode_cursor(page.next) == ("U2:0", 2)
+    else:
+        assert len(inner.calls) == 2  # derivation contradicted: the control channel
 
 
 def test_a_vouched_tracked_attempt_is_read_in_process(setup: Any) -> None:
