@@ -24,6 +24,21 @@ from typing import Any
 from watcher.findings import SPEND_FACTS
 from watcher.sanitize import clean_text, neutralise_quotes
 
+
+def fmt_duration(seconds: float | None) -> str:
+    """Compact human duration: ``4.2s``, ``3m19s``, ``1h02m``."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    s = int(round(seconds))
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+
 # facts every report already shows on its own line ("seen: …", the quoted agent text,
 # "spent since …")
 SHOWN_ELSEWHERE = frozenset({"first_seen", "last_seen", "span", "excerpt", "count", "rule",
@@ -46,8 +61,6 @@ def _n(v: Any) -> str:
 
 
 def _secs(v: Any) -> str:
-    from watcher.reporters.formatting import fmt_duration
-
     return fmt_duration(float(v)) if isinstance(v, int | float) else str(v)
 
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from watcher.findings import SPEND_FACTS, Action, Finding
-from watcher.reporters.facts import fact_phrases
+from watcher.reporters.facts import fact_phrases, fmt_duration
 from watcher.sanitize import clean_text, neutralise_quotes, visible_text
 
 BADGES = {"high": "HIGH", "medium": "MEDIUM", "low": "LOW"}
@@ -28,19 +28,6 @@ def fmt_clock(ts: float | None) -> str:
     if ts is None or not math.isfinite(ts) or ts <= 0:
         return "?"
     return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%SZ")
-
-
-def fmt_duration(seconds: float | None) -> str:
-    """Compact human duration: ``4.2s``, ``3m19s``, ``1h02m``."""
-    if seconds is None or not math.isfinite(seconds):
-        return "?"
-    seconds = max(0.0, seconds)
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    s = int(round(seconds))
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 def fmt_span(f: Finding) -> str:
