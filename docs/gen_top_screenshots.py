@@ -53,7 +53,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "top-events": ("recent events of demo/repeated-call/1", "tool shell",
                    "agent text (untrusted): «"),
     "top-finding": ("y copies: inspect ctl sample cancel", "--dry-run",
-                    "acting needs `--act`", "evidence: ", "why high: "),
+                    "x: cancel this sample", "evidence: ", "why high: "),
     "top-60": ("inspect-watch top · findings ≥low: ", "H/M/L", "Same tool call"),
 }
 SHOTS = tuple(EXPECTED)

@@ -19,15 +19,12 @@ from tests.evalproc import start_eval
 from watcher import app
 from watcher.reporters.examples import example_snapshots
 from watcher.summary import SampleProgress, StatusSnapshot, TaskStatus
-from watcher.top import app as top_app
 from watcher.top.app import (
-    NOT_AVAILABLE,
-    NOT_WIRED,
+    NO_ACTIONS,
     EventsScreen,
     FindingScreen,
     SamplesScreen,
     TopApp,
-    act_placeholder,
 )
 from watcher.top.model import Filters, TopSink, View, handoff_command, sample_rows
 from watcher.top.run import top_options
@@ -154,8 +151,8 @@ def test_top_browses_logs_fleet_drill_in_finding_events_copy(hostile_logs: Path)
     assert seen["clipboard"] in (f"inspect view --log-dir {hostile_logs}",
                                  f"inspect view --log-dir file://{hostile_logs}")
     assert "copied: inspect view --log-dir" in seen["toasts"]
-    assert act_placeholder() in seen["toasts"]  # and nothing was acted on
-    assert "x (act on the sample, placeholder): " in finding
+    assert NO_ACTIONS in seen["toasts"]  # logs: nothing acted on
+    assert "x: cancel this sample (confirmed first; live evals only)" in finding
     assert "recent events of loops/" in seen["events"]
 
 
@@ -297,21 +294,6 @@ def test_the_copied_command_is_the_dry_run_or_the_log_never_a_kill() -> None:
     assert handoff_command(replace(done, sample=replace(done.sample, log_location=None))) is None
 
 
-def test_the_action_key_is_a_labelled_placeholder(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the watchdog it says acting needs --act; with it installed (another
-    branch adds watcher.act.watchdog) it says top does not drive it yet. Never acts."""
-    monkeypatch.setattr(top_app, "watchdog_installed", lambda: False)
-    assert act_placeholder() == NOT_AVAILABLE
-    assert NOT_AVAILABLE == "acting needs `--act` (not available in this build)"
-    monkeypatch.setattr(top_app, "watchdog_installed", lambda: True)
-    assert act_placeholder() == NOT_WIRED
-    monkeypatch.undo()
-    import importlib.util
-    installed = importlib.util.find_spec("watcher.act") is not None and \
-        importlib.util.find_spec("watcher.act.watchdog") is not None
-    assert top_app.watchdog_installed() is installed
-
-
 def test_back_from_the_samples_then_news_redraws_the_fleet() -> None:
     """Escape from the drilled-in samples, then a new finding: the redraw used to reach
     the popped screen's tables (NoScreen: a live top crashed on its next finding)."""
@@ -394,3 +376,110 @@ def test_top_off_a_terminal_says_so_and_points_at_watch(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["top", "--log-dir", str(tmp_path)])
     assert result.exit_code == ExitCode.BAD_INPUT, result.output
     assert "top needs a terminal" in result.output and "inspect-watch watch" in result.output
+
+
+class RecordingActions:
+    """Actions that record what the screen asked of them (the screen's side of ``x``)."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, str]] = []
+
+    def available(self, finding: Any) -> tuple[str, ...]:
+        return ("score", "cancel")
+
+    def target(self, finding: Any, action: str) -> str:
+        return f"cancel sample {finding.sample.sample_id} [red]x[/red] ({action})"
+
+    def run(self, finding: Any, action: str) -> str:
+        self.runs.append((finding.sample.sample_id, action))
+        return "cancel (score) requested; the server accepted it."
+
+
+def test_x_names_the_target_and_acts_only_on_yes(hostile_logs: Path) -> None:
+    from watcher.top.app import ConfirmScreen
+
+    acts = RecordingActions()
+    seen: dict[str, Any] = {}
+
+    async def scenario(pilot: Any, top: TopApp) -> None:
+        await until(pilot, lambda: top.view.ended and "3/0/3" in screen_text(top))
+        await pilot.press("tab", "enter")
+        await until(pilot, lambda: isinstance(top.screen, FindingScreen))
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(top.screen, ConfirmScreen))
+        seen["confirm"] = screen_text(top)
+        await pilot.press("n")  # no: nothing done
+        await until(pilot, lambda: not isinstance(top.screen, ConfirmScreen))
+        seen["after_no"] = list(acts.runs)
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(top.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: bool(acts.runs))
+        await pilot.pause(0.2)
+        seen["toasts"] = " | ".join(n.message for n in top._notifications)
+        await pilot.press("escape", "escape", "q")
+
+    run_top(app.WatchOptions(log_dir=str(hostile_logs)), scenario, actions=acts)
+    assert "Act on this sample?" in seen["confirm"] and "(score)" in seen["confirm"]
+    assert "[red]x[/red]" in seen["confirm"]  # the target is text, never markup
+    assert seen["after_no"] == []
+    assert len(acts.runs) == 1 and acts.runs[0][1] == "score"
+    assert "nothing was done" in seen["toasts"] and "requested" in seen["toasts"]
+
+
+def test_control_actions_cancel_a_real_sample_with_score(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``x`` runs, against a real eval: the target named, the server's dry run shown,
+    then the request; the eval's log says the sample ended by the operator and was scored,
+    and its siblings were left alone. Over a sample no server serves: nothing offered."""
+    from inspect_ai.log import read_eval_log
+
+    from watcher.findings import Evidence, Finding, SampleRef
+    from watcher.top.actions import ControlActions
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    proc = start_eval(tmp_path, "watchdog", "--max-samples", "4", tool_delay=0.2, data_home=data)
+    try:
+        server = proc.discovery()
+        from watcher.discovery import list_servers
+
+        deadline = time.monotonic() + 120
+        task = None
+        while task is None and time.monotonic() < deadline:
+            from watcher.sources.http import HttpSource
+
+            http = HttpSource(next(s for s in list_servers() if s.pid == proc.proc.pid))
+            tasks = http.tasks()
+            running = tasks and {r.sample_id for r in http.samples(tasks[0]).samples
+                                 if r.status == "running"}
+            if running and "repeat" in running:
+                task = tasks[0]
+            http.close()
+            time.sleep(0.2)
+        assert task is not None, "the repeat sample never ran"
+        ref = SampleRef(task=task.task, task_id=task.task_id, eval_id=task.eval_id,
+                        model=task.model, sample_id="repeat", epoch=1, attempt=1,
+                        pid=proc.proc.pid)
+        f = Finding(id="f", rule="repeated-tool-call", title="t", category="repeated_tool_call",
+                    severity="warning", confidence="high", score=0.9, confidence_reason="",
+                    sample=ref, summary="", evidence=Evidence(), first_seen=0.0,
+                    last_seen=0.0, count=3, status="open", handoff="")
+        acts = ControlActions()
+        assert acts.available(f) == ("score", "cancel")
+        target = acts.target(f, "score")
+        assert "sample repeat epoch 1" in target and f"pid {proc.proc.pid}" in target
+        assert "The server's dry run: it would be accepted" in target
+        said = acts.run(f, "score")
+        assert said.startswith("cancel (score) requested; the server accepted it")
+        assert proc.wait() == 0
+        gone = replace(f, sample=replace(ref, pid=999_999_999))
+        assert acts.available(gone) == ()
+    finally:
+        proc.stop()
+    [log] = proc.logs()
+    samples = {s.id: s for s in read_eval_log(str(log)).samples or []}
+    assert samples["repeat"].limit is not None and samples["repeat"].limit.type == "operator"
+    assert samples["repeat"].scores
+    assert all(s.limit is None for sid, s in samples.items() if str(sid).startswith("clean"))
+    assert server is not None

@@ -13,15 +13,14 @@ passes through :mod:`watcher.sanitize` and is handed to Textual as a
 :class:`rich.text.Text`, never as markup: ``[red]`` in a task name is shown, not
 obeyed, and agent text is «quoted» and labelled untrusted.
 
-The watchdog's action keys (issue 20, ``watch --act``) slot in at :attr:`TopApp.actions`.
-This build has none: ``x`` is a labelled placeholder that says acting needs ``--act``
-(or, where ``watcher.act.watchdog`` is installed, that top does not drive it yet). It
-never acts.
+``x`` cancels the selected finding's sample through its eval's control channel
+(:mod:`watcher.top.actions`, :attr:`TopApp.actions`), only after a confirmation that names
+the target and shows the server's own dry run; over finished logs it says there is
+nothing to act on.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import time
@@ -59,9 +58,7 @@ from watcher.top.model import (
 LEVEL_STYLES = {"high": "bold white on red", "medium": "bold black on yellow",
                 "low": "black on cyan"}
 AGENT_STYLE = "italic"
-NOT_AVAILABLE = "acting needs `--act` (not available in this build)"
-NOT_WIRED = ("the watchdog (watcher.act.watchdog) is installed, but top does not offer its "
-             "actions yet: nothing was done")
+NO_ACTIONS = "a finished run read from its logs: nothing to act on"
 FINDINGS_TITLE = "findings, newest first (Enter: all of it)"
 NO_EVALS = {"live": "no running eval yet: waiting for one (evals launched later are followed)",
             "logs": "no Inspect logs read yet"}
@@ -70,19 +67,6 @@ REFRESH_SECONDS = 0.25
 # below NARROW columns, tables drop their less important columns; some need WIDE
 NARROW = 80
 WIDE = 100
-
-
-def watchdog_installed() -> bool:
-    """Whether this build has the watchdog (issue 20): another branch adds it."""
-    try:
-        return importlib.util.find_spec("watcher.act.watchdog") is not None
-    except (ImportError, ValueError):  # watcher.act itself missing or broken
-        return False
-
-
-def act_placeholder() -> str:
-    """What the action key says while top has no actions to offer."""
-    return NOT_WIRED if watchdog_installed() else NOT_AVAILABLE
 
 
 def cell(value: object, style: str = "") -> Text:
@@ -268,7 +252,7 @@ def finding_text(f: Finding) -> Text:
     command = handoff_command(f)  # first: the screen may be shorter than the finding
     out.append(f"y copies: {command}" if command else "nothing to copy for this finding",
                "bold")
-    out.append(f"\nx (act on the sample, placeholder): {act_placeholder()}\n\n", "dim")
+    out.append("\nx: cancel this sample (confirmed first; live evals only)\n\n", "dim")
     for line in block.splitlines():
         agent = "agent text (untrusted)" in line or "«" in line and "evidence:" in line
         out.append(line + "\n", AGENT_STYLE if agent else "")
@@ -316,13 +300,38 @@ def event_line(e: dict[str, Any]) -> Text:
     return out
 
 
+class ConfirmScreen(ModalScreen[bool]):
+    """``y`` does what the text names; anything else leaves it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes, do it"),
+        Binding("n", "answer(False)", "No"),
+        Binding("escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+
+    def compose(self) -> ComposeResult:
+        text = Text(no_wrap=False, end="")
+        text.append("Act on this sample?\n\n", "bold")
+        text.append(self.target)  # plain text: the server's words are data, not markup
+        text.append("\n\ny: yes, do it · n or Escape: leave it", "bold")
+        yield Static(text, id="confirm")
+        yield Footer()
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
 class FindingScreen(ModalScreen[None]):
     """The whole finding; ``y`` copies its hand-off command."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Back"),
         Binding("y", "app.copy_handoff", "Copy command"),
-        Binding("x", "app.act", "Act (placeholder)"),
+        Binding("x", "app.act", "Act"),
     ]
 
     def __init__(self, finding: Finding) -> None:
@@ -705,14 +714,25 @@ class TopApp(App[None]):
         self.notify(f"copied: {command}", title="hand-off")
 
     def action_act(self) -> None:
-        """The watchdog's actions (issue 20) will be offered here, each confirmed with its
-        target named; this build has none, so the key says so and does nothing."""
+        """Cancel the selected finding's sample (``score``), after a confirmation that
+        names the target and shows the server's dry run; only where its eval serves a
+        control channel with the route (never over logs)."""
         if self.actions is None:
-            self.notify(act_placeholder(), title="act (placeholder)", severity="warning")
+            self.notify(NO_ACTIONS, title="act", severity="warning")
             return
         f = self.selected_finding()
-        if f is None or not self.actions.available(f):
-            self.notify("no action for this finding's sample", severity="warning")
+        available = self.actions.available(f) if f is not None else ()
+        if f is None or not available:
+            self.notify("no action for this sample: its eval does not serve a control "
+                        "channel here (finished, or on another machine)", severity="warning")
             return
-        # the confirmation screen naming the target comes with the watchdog
-        self.notify(act_placeholder(), title="act (placeholder)", severity="warning")
+        action = available[0]
+        actions = self.actions
+
+        def done(confirmed: bool | None) -> None:
+            if confirmed:
+                self.notify(actions.run(f, action), title="act")
+            else:
+                self.notify("nothing was done", title="act")
+
+        self.push_screen(ConfirmScreen(actions.target(f, action)), done)

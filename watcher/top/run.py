@@ -36,13 +36,16 @@ def run_top(options: app.WatchOptions, *, min_confidence: str = "low",
             headless: bool = False, size: tuple[int, int] | None = None) -> ExitCode:
     """Run the screen over the watch until the person quits; the watch's exit code
     (``OK`` when it was stopped by quitting). Raises :class:`watcher.app.OptionsError`."""
+    from watcher.top.actions import ControlActions
     from watcher.top.app import TopApp
 
     sink = TopSink()
     handle = app.start(top_options(options), sinks=[sink])
+    live = options.log_dir is None and not options.replay
     screen = TopApp(sink, mode="live" if options.log_dir is None else "logs",
                     read_events=handle.recent_events,
-                    filters=Filters(min_confidence=min_confidence))
+                    filters=Filters(min_confidence=min_confidence),
+                    actions=ControlActions() if live else None)
     previous = _on_signals(screen)
     try:
         screen.run(headless=headless, size=size)

@@ -1,0 +1,91 @@
+"""What ``x`` in ``inspect-watch top`` does: cancel the selected finding's sample through
+its eval's control channel, after the person confirmed the target the screen named.
+
+A person acting, not the watchdog: no policy, no grace. The steps are the watchdog's
+own safety steps (docs/watchdog.md) that a person's action needs too: the eval's
+control server is found by its pid (never a finished run read from logs), the server's
+own dry run answers first (a stock 404 means its Inspect predates the route: nothing
+is done), and the words say only what the server answered ("requested", never "the
+sample was cancelled": the listing shows that later). The server's words are untrusted
+and are cleaned before they reach the screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from watcher.discovery import ControlServer, list_servers
+from watcher.findings import Finding
+from watcher.sanitize import clean_text
+from watcher.sources.base import SourceError
+from watcher.sources.http import ControlAnswer, HttpSource
+
+# the cancel actions the control channel offers (POST /evals/{id}/sample/cancel)
+ACTIONS = ("score", "cancel")
+WORDS = {"score": "cancel it and score what it did", "cancel": "cancel it without scoring"}
+
+
+class ControlActions:
+    """:class:`watcher.top.app.Actions` over the control channels of running evals."""
+
+    def __init__(self, servers: Callable[[], list[ControlServer]] = list_servers) -> None:
+        self._servers = servers
+
+    def _client(self, f: Finding) -> HttpSource | None:
+        pid = f.sample.pid
+        if pid is None:
+            return None
+        for server in self._servers():
+            if server.pid == pid:
+                return HttpSource(server, retries=0)
+        return None
+
+    def available(self, finding: Finding) -> Sequence[str]:
+        """Both cancels, while the sample's eval process serves a control channel."""
+        client = self._client(finding)
+        if client is None:
+            return ()
+        client.close()
+        return ACTIONS
+
+    def _ask(self, f: Finding, action: str, *, dry_run: bool) -> ControlAnswer | str:
+        client = self._client(f)
+        if client is None:
+            return "its eval process no longer serves a control channel"
+        s = f.sample
+        try:
+            return client.call("POST", f"/evals/{s.eval_id}/sample/cancel", {
+                "sample_id": s.sample_id, "epoch": s.epoch, "action": action,
+                "dry_run": dry_run})
+        except SourceError as e:
+            return str(e)
+        finally:
+            client.close()
+
+    def target(self, finding: Finding, action: str) -> str:
+        """The target named in full, and what the server's dry run answered."""
+        s = finding.sample
+        lines = [f"{WORDS.get(action, action)}: sample {s.sample_id} epoch {s.epoch} "
+                 f"(attempt {s.attempt}) of task {s.task}, eval {s.eval_id}, pid {s.pid}."]
+        lines.append(f"The server's dry run: {_words(self._ask(finding, action, dry_run=True))}")
+        return clean_text("\n".join(lines), 2000)
+
+    def run(self, finding: Finding, action: str) -> str:
+        """The real request; the server's answer in words that claim no more than it."""
+        answer = self._ask(finding, action, dry_run=False)
+        if isinstance(answer, ControlAnswer) and answer.ok:
+            return clean_text(f"cancel ({action}) requested; the server accepted it. The "
+                              "samples listing will show when the sample has ended.", 600)
+        return clean_text(f"nothing done: {_words(answer)}", 600)
+
+
+def _words(answer: ControlAnswer | str) -> str:
+    if isinstance(answer, str):
+        return f"no answer ({answer})"
+    if answer.route_missing:
+        return "this eval's Inspect has no sample-cancel route (an older version)"
+    if answer.ok:
+        body = answer.body if isinstance(answer.body, dict) else {}
+        detail = ", ".join(f"{k}={v}" for k, v in body.items() if k != "ok")[:300]
+        return f"it would be accepted ({detail})" if detail else "it would be accepted"
+    return f"refused (HTTP {answer.status}: {answer.error or answer.body})"
