@@ -98,12 +98,13 @@ def test_quiet_samples_clock_rules_are_checked_every_few_seconds() -> None:
                          WatchState(), lambda out: None, pool)
         tw.cycle(100.0)  # lists and reads every sample: each is checked
         src.quiet = True
-        for key, watch in tw.watches.items():
-            def tick(now: float, status: Any, sid: str = key[0],
-                     real: Any = watch.tick) -> list[Any]:
-                ticks.append((sid, now))
-                return real(now, status)
-            watch.tick = tick  # type: ignore[method-assign]
+        real_tick = tw._tick
+
+        def tick(key: tuple[str, int], stream: Any, now: float) -> None:
+            ticks.append((key[0], now))
+            real_tick(key, stream, now)
+
+        tw._tick = tick  # type: ignore[method-assign]
         for step in range(1, int(TICK_EVERY) + 1):
             tw.cycle(100.0 + step)
     assert {now for _, now in ticks} == {100.0 + TICK_EVERY}
