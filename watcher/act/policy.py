@@ -53,6 +53,7 @@ from watcher.engine.errors import (
     UnknownSelectionError,
     WrongTypeError,
 )
+from watcher.engine.lang.ctx import Ctx
 from watcher.engine.yamlsrc import MAX_FILE_BYTES, Doc, load_docs
 from watcher.findings import SPEND_FACTS, Finding, confidence_rank
 
@@ -225,23 +226,12 @@ class Policy:
 # -- parsing ---------------------------------------------------------------------------
 
 
-class _Ctx:
-    """Collects located errors while one document is checked."""
+class _Ctx(Ctx):
+    """The rule loader's located-error collector (file:line:col, codes, did you mean),
+    with type errors worded by the policy's own names for what is wanted."""
 
-    def __init__(self, doc: Doc, errors: list[RuleError]) -> None:
-        self.doc = doc
-        self.errors = errors
-        self.failed = False
-
-    def error(self, cls: type[RuleError], path: Path_, msg: str, hint: str | None = None,
-              at_key: bool = False) -> None:
-        line, col = self.doc.loc(path, at_key=at_key)
-        self.failed = True
-        self.errors.append(cls(msg, file=self.doc.file, line=line, col=col,
-                               source_line=self.doc.source_line(line), hint=hint))
-
-    def expect(self, value: Any, types: type | tuple[type, ...], path: Path_, what: str,
-               names: str) -> bool:
+    def wants(self, value: Any, types: type | tuple[type, ...], path: Path_, what: str,
+              names: str) -> bool:
         wanted = types if isinstance(types, tuple) else (types,)
         ok = isinstance(value, wanted) and not (isinstance(value, bool) and bool not in wanted)
         if not ok:
@@ -251,21 +241,11 @@ class _Ctx:
 
     def keys(self, mapping: dict[Any, Any], path: Path_, allowed: Iterable[str],
              section: str) -> bool:
-        allowed = list(allowed)
-        ok = True
-        for key in mapping:
-            if key not in allowed:
-                close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
-                hint = f"did you mean {close[0]!r}?" if close else (
-                    "allowed keys: " + ", ".join(sorted(allowed)))
-                self.error(UnknownKeyError, path + (key,), f"unknown key {key!r} in {section}",
-                           hint, at_key=True)
-                ok = False
-        return ok
+        return self.check_keys(mapping, path, allowed, section=section)
 
     def choice(self, value: Any, allowed: tuple[str, ...], path: Path_, what: str,
                hint: str | None = None) -> str | None:
-        if not self.expect(value, str, path, what, "a string"):
+        if not self.wants(value, str, path, what, "a string"):
             return None
         if value not in allowed:
             close = difflib.get_close_matches(value, allowed, n=1, cutoff=0.5)
@@ -297,7 +277,7 @@ def _act(value: Any, ctx: _Ctx, path: Path_) -> ActSpec | None:
     source = f"{ctx.doc.file}:{line}"
     if value is False or value == OFF:
         return ActSpec(verb=OFF, source=source)
-    if not ctx.expect(value, dict, path, "act", f"a mapping or {OFF!r}"):
+    if not ctx.wants(value, dict, path, "act", f"a mapping or {OFF!r}"):
         return None
     if not ctx.keys(value, path, ACT_KEYS, "act"):
         return None
@@ -318,7 +298,7 @@ def _act(value: Any, ctx: _Ctx, path: Path_) -> ActSpec | None:
     if "now" in value:
         if verb is not None and verb != "pause_task":
             ctx.error(UnknownKeyError, path + ("now",), "'now' is for pause_task", at_key=True)
-        if ctx.expect(value["now"], bool, path + ("now",), "now", "true or false"):
+        if ctx.wants(value["now"], bool, path + ("now",), "now", "true or false"):
             now = bool(value["now"])
     confidence, facts = _when(value.get("when"), ctx, path + ("when",))
     grace_events, grace_seconds = _grace(value.get("grace"), ctx, path + ("grace",))
@@ -332,7 +312,7 @@ def _act(value: Any, ctx: _Ctx, path: Path_) -> ActSpec | None:
 def _when(value: Any, ctx: _Ctx, path: Path_) -> tuple[str, tuple[FactTest, ...]]:
     if value is None:
         return "high", ()
-    if not ctx.expect(value, dict, path, "when", "a mapping"):
+    if not ctx.wants(value, dict, path, "when", "a mapping"):
         return "high", ()
     confidence = "high"
     if "confidence" in value:
@@ -369,10 +349,10 @@ def _when(value: Any, ctx: _Ctx, path: Path_) -> tuple[str, tuple[FactTest, ...]
                           f"did you mean {close[0]!r}?" if close else
                           "operators: " + ", ".join(FACT_OPS), at_key=True)
                 continue
-            if op in ("gt", "gte", "lt", "lte") and not ctx.expect(
+            if op in ("gt", "gte", "lt", "lte") and not ctx.wants(
                     want, (int, float), p + (op,), op, "a number"):
                 continue
-            if op == "in" and not ctx.expect(want, list, p + (op,), op, "a list"):
+            if op == "in" and not ctx.wants(want, list, p + (op,), op, "a list"):
                 continue
             tests.append(FactTest(name, op, want, line, col))
     return confidence, tuple(tests)
@@ -381,16 +361,16 @@ def _when(value: Any, ctx: _Ctx, path: Path_) -> tuple[str, tuple[FactTest, ...]
 def _grace(value: Any, ctx: _Ctx, path: Path_) -> tuple[int | None, float | None]:
     if value is None:
         return None, None
-    if not ctx.expect(value, dict, path, "grace", "a mapping") or not ctx.keys(
+    if not ctx.wants(value, dict, path, "grace", "a mapping") or not ctx.keys(
             value, path, GRACE_KEYS, "grace"):
         return None, None
     events = seconds = None
-    if "events" in value and ctx.expect(value["events"], int, path + ("events",), "events",
+    if "events" in value and ctx.wants(value["events"], int, path + ("events",), "events",
                                         "an integer"):
         events = int(value["events"])
         if events < 1:
             ctx.error(BadValueError, path + ("events",), "events must be 1 or more")
-    if "seconds" in value and ctx.expect(value["seconds"], (int, float), path + ("seconds",),
+    if "seconds" in value and ctx.wants(value["seconds"], (int, float), path + ("seconds",),
                                          "seconds", "a number"):
         seconds = float(value["seconds"])
         if seconds <= 0:
@@ -402,7 +382,7 @@ def _grace(value: Any, ctx: _Ctx, path: Path_) -> tuple[int | None, float | None
 
 
 def _interrupt(value: Any, ctx: _Ctx, path: Path_) -> InterruptSpec | None:
-    if not ctx.expect(value, dict, path, "interrupt", "a mapping") or not ctx.keys(
+    if not ctx.wants(value, dict, path, "interrupt", "a mapping") or not ctx.keys(
             value, path, INTERRUPT_KEYS, "interrupt"):
         return None
     if "share" not in value:
@@ -410,12 +390,12 @@ def _interrupt(value: Any, ctx: _Ctx, path: Path_) -> InterruptSpec | None:
                   "share: the part of the run's samples with a high finding, e.g. 0.5")
         return None
     share = value["share"]
-    if not ctx.expect(share, (int, float), path + ("share",), "share", "a number"):
+    if not ctx.wants(share, (int, float), path + ("share",), "share", "a number"):
         return None
     if not 0 < share <= 1:
         ctx.error(BadValueError, path + ("share",), "share must be above 0 and at most 1")
     min_samples = 5
-    if "min_samples" in value and ctx.expect(value["min_samples"], int,
+    if "min_samples" in value and ctx.wants(value["min_samples"], int,
                                              path + ("min_samples",), "min_samples",
                                              "an integer"):
         min_samples = int(value["min_samples"])
@@ -424,8 +404,8 @@ def _interrupt(value: Any, ctx: _Ctx, path: Path_) -> InterruptSpec | None:
     categories = None
     if "categories" in value:
         cats = value["categories"]
-        if ctx.expect(cats, list, path + ("categories",), "categories", "a list"):
-            if all(ctx.expect(c, str, path + ("categories", i), "category", "a string")
+        if ctx.wants(cats, list, path + ("categories",), "categories", "a list"):
+            if all(ctx.wants(c, str, path + ("categories", i), "category", "a string")
                    for i, c in enumerate(cats)):
                 categories = frozenset(cats)
     if ctx.failed:
@@ -450,17 +430,17 @@ def parse_policy(text: str, file: str, name: str = "file") -> tuple[Layer, Inter
     for doc in docs[:1]:
         ctx = _Ctx(doc, errors)
         data = doc.data
-        if not ctx.expect(data, dict, (), "an action policy", "a mapping"):
+        if not ctx.wants(data, dict, (), "an action policy", "a mapping"):
             break
         ctx.keys(data, (), FILE_KEYS, "the action policy")
-        if "defaults" in data and ctx.expect(data["defaults"], bool, ("defaults",),
+        if "defaults" in data and ctx.wants(data["defaults"], bool, ("defaults",),
                                              "defaults", "true or false"):
             keep_defaults = bool(data["defaults"])
         for kind in ("rules", "categories"):
             table = data.get(kind)
             if table is None:
                 continue
-            if not ctx.expect(table, dict, (kind,), kind, "a mapping of name: act block"):
+            if not ctx.wants(table, dict, (kind,), kind, "a mapping of name: act block"):
                 continue
             for key, block in table.items():
                 if not isinstance(key, str):
@@ -472,7 +452,7 @@ def parse_policy(text: str, file: str, name: str = "file") -> tuple[Layer, Inter
                     getattr(layer, kind)[key] = spec
                     layer.locs[(kind, key)] = (doc, (kind, key))
         run = data.get("run")
-        if run is not None and ctx.expect(run, dict, ("run",), "run", "a mapping") and ctx.keys(
+        if run is not None and ctx.wants(run, dict, ("run",), "run", "a mapping") and ctx.keys(
                 run, ("run",), RUN_KEYS, "run") and "interrupt" in run:
             interrupt = _interrupt(run["interrupt"], ctx, ("run", "interrupt"))
     if errors:
