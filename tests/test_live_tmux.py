@@ -5,6 +5,7 @@ Skipped when tmux is not installed (``apt-get install -y tmux``).
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import shutil
@@ -67,10 +68,40 @@ r.stop()
 """
 
 
+# One private tmux server for this test process, kept up between sessions: with the
+# default socket, a session started just as the last one was killed raced the server's exit
+# ("server exited unexpectedly", seen once in CI), and a user's own tmux was shared.
+SOCKET = f"iw-tests-{os.getpid()}"
+_server_up = False
+
+
 def tmux(*args: str) -> str:
     assert TMUX is not None
-    res = subprocess.run([TMUX, *args], capture_output=True, text=True, timeout=30, check=False)
+    res = subprocess.run([TMUX, "-L", SOCKET, *args], capture_output=True, text=True,
+                         timeout=30, check=False)
     return res.stdout
+
+
+def _stop_server(socket_path: str) -> None:
+    tmux("kill-server")
+    Path(socket_path).unlink(missing_ok=True)  # tmux leaves the socket file behind
+
+
+def new_session(name: str, width: int, height: int, cmd: str) -> None:
+    """A detached session on the private server, which is started (and told not to exit
+    when its last session ends) the first time. Its programs get the server's environment,
+    without NO_COLOR: the reporter's colours are under test."""
+    global _server_up
+    assert TMUX is not None
+    base = [TMUX, "-L", SOCKET, "-f", "/dev/null"]
+    if not _server_up:
+        env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+        subprocess.run([*base, "start-server", ";", "set-option", "-g", "exit-empty", "off"],
+                       check=True, env=env, timeout=30)
+        _server_up = True
+        atexit.register(_stop_server, tmux("display-message", "-p", "#{socket_path}").strip())
+    subprocess.run([*base, "new-session", "-d", "-s", name, "-x", str(width), "-y",
+                    str(height), cmd], check=True, timeout=30)
 
 
 @pytest.fixture
@@ -88,14 +119,11 @@ def _session(tmp_path: Path, text: str) -> Iterator[tuple[str, Path, Path]]:
     script = tmp_path / "live.py"
     script.write_text(text)
     drawn, release = tmp_path / "drawn", tmp_path / "release"
-    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     cmd = " ".join(shlex.quote(a) for a in (sys.executable, str(script), str(drawn),
                                             str(release)))
     # Keep the pane after the program exits so its last screen can be inspected.
     cmd = f"cd {shlex.quote(str(Path(__file__).parent.parent))} && {cmd}; sleep 30"
-    assert TMUX is not None
-    subprocess.run([TMUX, "-f", "/dev/null", "new-session", "-d", "-s", name, "-x", "160",
-                    "-y", "50", cmd], check=True, env=env, timeout=30)
+    new_session(name, 160, 50, cmd)
     try:
         yield name, drawn, release
     finally:

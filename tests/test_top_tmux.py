@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.evalproc import REPO, EvalProc, start_eval
-from tests.test_live_tmux import TMUX, tmux, wait_screen
+from tests.test_live_tmux import TMUX, new_session, tmux, wait_screen
 
 pytestmark = [pytest.mark.skipif(TMUX is None, reason="tmux not installed"), pytest.mark.e2e]
 
@@ -30,9 +30,7 @@ pytestmark = [pytest.mark.skipif(TMUX is None, reason="tmux not installed"), pyt
 def terminal(tmp_path: Path) -> Iterator[str]:
     """A shell in an 80x24 tmux pane; its screen says MARK-BEFORE before top starts."""
     name = f"iw-top-{uuid.uuid4().hex[:8]}"
-    assert TMUX is not None
-    subprocess.run([TMUX, "-f", "/dev/null", "new-session", "-d", "-s", name, "-x", "80",
-                    "-y", "24", "bash --norc --noprofile"], check=True, timeout=30)
+    new_session(name, 80, 24, "bash --norc --noprofile")
     tmux("send-keys", "-t", name, f"cd {shlex.quote(str(REPO))} && clear && echo MARK-BEFORE",
          "Enter")
     wait_line(name, r"MARK-BEFORE")  # printed, not just typed
