@@ -154,6 +154,24 @@ def folded(path: Path) -> dict[tuple[str, str, int, str], tuple[str, int]]:
     return out
 
 
+def sample_ends(log_dir: Path) -> dict[tuple[str, int], float]:
+    """(sample id, epoch) -> when the sample completed (epoch seconds), from its log."""
+    from datetime import datetime
+
+    import inspect_ai.log  # noqa: F401  (registers the zstd compression its logs use)
+
+    out: dict[tuple[str, int], float] = {}
+    for log in sorted(log_dir.glob("*.eval")):
+        with zipfile.ZipFile(log) as z:
+            for name in z.namelist():
+                if name.startswith("samples/") and name.endswith(".json"):
+                    d = json.loads(z.read(name))
+                    if isinstance(d.get("completed_at"), str):
+                        out[(str(d["id"]), int(d["epoch"]))] = datetime.fromisoformat(
+                            d["completed_at"]).timestamp()
+    return out
+
+
 def events_in(log_dir: Path) -> int:
     """Events a rule pack reads (model, tool, error ...) in the logs: the live count."""
     wanted = {"model", "tool", "error", "info", "sample_limit"}
@@ -289,18 +307,35 @@ def main() -> None:
           f"{100 * live_cpu / live_wall:.1f}% of one core over {live_wall:.0f}s, peak "
           f"{peaks.get(watcher.pid, 0):.0f} MB")
     completed = completion_times(work / "logs")
+    ends = sample_ends(work / "logs")
     lat: list[float] = []
+    by_rule: dict[str, list[float]] = {}
+    near_end: list[float] = []  # evidence within two polls of its sample's end
     for at, rec in found.values():
         ev = rec.get("evidence") or {}
         stamps = [t for t in ev.get("timestamps") or [] if isinstance(t, int | float)]
         if not stamps:
             continue
         done = [completed.get(u) for u in ev.get("event_uuids") or []]
-        lat.append(at - max([d for d in done if d is not None] + [max(stamps)]))
+        last = max([d for d in done if d is not None] + [max(stamps)])
+        lat.append(at - last)
+        by_rule.setdefault(rec["rule"], []).append(at - last)
+        end = ends.get((str(rec["sample_id"]), int(rec["epoch"])))
+        if end is not None and end - last <= 2 * args.poll:
+            near_end.append(at - last)
     if lat:
         print(f"detection latency from the last evidence event's completion: p50 "
               f"{percentile(lat, 50):.2f}s  p95 {percentile(lat, 95):.2f}s  max {max(lat):.2f}s "
-              f"(n={len(lat)})")
+              f"(n={len(lat)}); within two polls ({2 * args.poll:g}s): "
+              f"{100 * sum(1 for x in lat if x <= 2 * args.poll) / len(lat):.1f}%")
+        if near_end:
+            print(f"  of which the sample ended within two polls of the evidence: n="
+                  f"{len(near_end)}, p50 {percentile(near_end, 50):.2f}s  p95 "
+                  f"{percentile(near_end, 95):.2f}s")
+        print(f"  {'rule':34}{'n':>6}{'p50 s':>8}{'p95 s':>8}{'max s':>8}")
+        for rule, xs in sorted(by_rule.items(), key=lambda kv: -len(kv[1])):
+            print(f"  {rule:34}{len(xs):6}{percentile(xs, 50):8.2f}{percentile(xs, 95):8.2f}"
+                  f"{max(xs):8.2f}")
     a, b = folded(live), folded(post)
     same = a == b
     print(f"findings: live {len(a)} episodes, post-hoc {len(b)}: "

@@ -34,14 +34,21 @@ RULE_FIELDS = ("type", "uuid", "function", "arguments", "result", "error", "comp
 
 
 @pytest.mark.e2e
-def test_buffer_pages_equal_the_control_channel_and_the_log(eval_runner: Any) -> None:
+@pytest.mark.parametrize("log_buffer", ["1", "10"])
+def test_buffer_pages_equal_the_control_channel_and_the_log(eval_runner: Any,
+                                                            log_buffer: str) -> None:
+    """``--log-buffer 1`` logs each sample as it finishes (its rows leave the buffer at
+    once: its end is read over the control channel); with 10 a finished sample's rows
+    stay until ten are pending or the task ends, and its end is read from the buffer."""
     proc = eval_runner("multi", "--max-samples", "3", "-T", "samples=4", "-T", "steps=4",
-                       "--ctl-server", "keep", tool_delay=0.6)
+                       "--ctl-server", "keep", "--log-buffer", log_buffer, tool_delay=0.6)
     http = _source(proc)
     src = BufferedSource(http)
     got = watch_all(src, poll=0.2, types=frozenset({"model", "tool"}))
     assert not src.notices, src.notices  # the buffer agreed with the control channel
     assert src.buffer_reads > 10, "the buffer was never read: the comparison is vacuous"
+    if log_buffer == "10":  # all but perhaps the last (the task may end first)
+        assert src.buffer_ends >= 3, src.buffer_ends
     expected = log_events(proc.log_dir)
     assert set(got["events"]) == set(expected)
     # the same events, once each, completed, in the log's order ...
@@ -201,7 +208,7 @@ def test_attachments_are_resolved(setup: Any) -> None:
     assert page.events[0]["result"] == "the whole output"
 
 
-@pytest.mark.parametrize("change", ["completed", "rows replaced", "second sample_init",
+@pytest.mark.parametrize("change", ["logged", "rows replaced", "second sample_init",
                                     "unvouched nonce", "full tier", "newer attempt rows",
                                     "order differs"])
 def test_what_the_buffer_cannot_vouch_for_goes_to_the_control_channel(
@@ -215,8 +222,8 @@ def test_what_the_buffer_cannot_vouch_for_goes_to_the_control_channel(
     assert len(inner.calls) == 1 and [e["uuid"] for e in page.events] == ["b"]
     cursor = page.next
     tier = "content"
-    if change == "completed":
-        buf.complete()
+    if change == "logged":  # the sample's rows are gone from the buffer
+        buf.db.execute("DELETE FROM samples")
     elif change == "rows replaced":  # a retry deletes the failed attempt's rows
         buf.db.execute("DELETE FROM events")
         buf.event("x")
@@ -385,8 +392,14 @@ def test_a_vouched_tracked_attempt_is_read_in_process(setup: Any) -> None:
     assert src.reads_in_process(task, "s1", 1, page.next)
     assert not src.reads_in_process(task, "s1", 1, encode_cursor("other-attempt", 2))
     assert not src.reads_in_process(task, "s2", 1, page.next)
-    buf.complete()  # its end comes from the eval, which may make the read wait
+    buf.complete()  # finished, not yet logged: its end is still the buffer's
     time.sleep(0.25)  # the summary's status is read again after the tail interval
+    assert src.reads_in_process(task, "s1", 1, page.next)
+    buf.event("c", pending=True)  # (a finished sample with a pending event: the eval's)
+    assert not src.reads_in_process(task, "s1", 1, page.next)
+    buf.db.execute("DELETE FROM samples")  # logged: its end comes from the eval, which
+    buf.db.execute("DELETE FROM events WHERE event_id = 'c'")  # may make the read wait
+    src._readers["e"]._status_at.clear()  # type: ignore[union-attr]
     assert not src.reads_in_process(task, "s1", 1, page.next)
 
 
@@ -438,12 +451,51 @@ def test_a_finished_sample_releases_its_view(setup: Any) -> None:
     page = _read(src, task, page.next)
     reader = src._readers["e"]
     assert reader is not None and ("s1", 1) in reader._views
-    buf.complete()
+    buf.db.execute("DELETE FROM samples")  # logged: Inspect removed its rows
     time.sleep(0.25)  # the summary's status is read again after the tail interval
     done = EventPage(events=[], next=encode_cursor(NONCE, 2), done=True)
     inner.events = lambda *a, **k: done  # type: ignore[method-assign]
     assert _read(src, task, page.next).done
+    assert len(inner.calls) == 1, "the end of a logged sample is the control channel's"
     assert ("s1", 1) not in reader._views
+
+
+def test_a_finished_sample_still_in_the_buffer_ends_there(setup: Any) -> None:
+    """Inspect marks a sample completed after its last event and keeps its rows until
+    it is logged: its last events (whole, not cut to 256 characters) and its end are
+    read from the buffer, without a request the busy eval would answer late."""
+    buf, inner, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    buf.event("b", pending=True)
+    page = _read(src, task, page.next)
+    assert [e["uuid"] for e in page.events] == ["b"]
+    buf.event("b", result="x" * 5000)
+    buf.event("c", result="y" * 3000)
+    buf.complete()
+    time.sleep(0.25)
+    reader = src._readers["e"]
+    assert reader is not None
+    end = _read(src, task, encode_cursor(NONCE, 1), limit=1)  # a page, not yet the end
+    assert [e["uuid"] for e in end.events] == ["b"] and not end.done
+    end = _read(src, task, end.next)
+    assert [e["uuid"] for e in end.events] == ["c"] and end.done
+    assert end.events[0]["result"] == "y" * 3000
+    assert decode_cursor(end.next) == (NONCE, 3)
+    assert len(inner.calls) == 1, "the control channel was asked for the end"
+    assert src.buffer_ends == 1 and ("s1", 1) not in reader._views
+
+
+def test_a_finished_sample_with_an_event_left_pending_ends_over_the_control_channel(
+        setup: Any) -> None:
+    buf, inner, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    buf.event("b", pending=True)
+    buf.complete()
+    time.sleep(0.25)
+    _read(src, task, page.next)
+    assert len(inner.calls) == 2 and src.buffer_ends == 0
 
 
 class SlowTasksSource(MovedSource):

@@ -71,6 +71,10 @@ LOOK_AGAIN_YOUNG = 0.25
 YOUNG = 60.0  # seconds since the task was first seen
 
 
+# an event row still pending (Inspect writes compact JSON; tolerant of spaces)
+_PENDING = re.compile(r'"pending":\s*true')
+
+
 class BufferMismatch(ValueError):
     """The buffer's events differ from what the control channel served at the same
     offsets (another Inspect version may write it differently): stop reading it."""
@@ -192,7 +196,7 @@ class SampleBufferReader:
         self._tailed_at = clock()
         # samples with rows added since pop_moved() last asked (tracked or not)
         self._moved: set[tuple[str, int]] = set()
-        self._running_at: dict[tuple[str, int], tuple[float, bool]] = {}
+        self._status_at: dict[tuple[str, int], tuple[float, str | None]] = {}
 
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[None]:
@@ -223,20 +227,25 @@ class SampleBufferReader:
             pass
 
     def has_view(self, sample_id: str, epoch: int, nonce: str) -> bool:
-        """Whether this attempt of the sample is tracked (its rows loaded) and still
-        running, so that a read of it is served here."""
+        """Whether this attempt of the sample is tracked (its rows loaded) and still in
+        the buffer (running, or finished and not yet logged), so that a read of it is
+        served here."""
         key = (str(sample_id), int(epoch))
         view = self._views.get(key)
         if view is None or view.nonce != nonce or view.broken:
             return False
-        with self._lock:  # a finished sample's end is read over the control channel
-            return self._running(key)
+        with self._lock:
+            status = self._status(key)
+            if status == "completed":
+                self._tail()  # all its rows: one never completed hands the end over
+                return not any(_PENDING.search(view.data[u]) for u in view.uuids)
+            return status is not None
 
     def forget(self, sample_id: str, epoch: int) -> None:
         """Drop a finished sample's view (the control channel served its end)."""
         with self._lock:
             self._views.pop((str(sample_id), int(epoch)), None)
-            self._running_at.pop((str(sample_id), int(epoch)), None)
+            self._status_at.pop((str(sample_id), int(epoch)), None)
 
     def _tail(self) -> None:
         while True:
@@ -297,19 +306,23 @@ class SampleBufferReader:
         vouch.checked = True
         return True
 
-    def _running(self, key: tuple[str, int]) -> bool:
-        """The sample's summary row says it is running (read again after TAIL_INTERVAL:
-        the pull loop asks before it reads and the read asks again)."""
+    def _status(self, key: tuple[str, int]) -> str | None:
+        """``"running"``, ``"completed"`` (its events are final: Inspect marks a sample
+        completed after its last event and keeps the rows until the sample is logged) or
+        ``None`` (no summary row: gone, or not started). Read again after TAIL_INTERVAL
+        (the pull loop asks before it reads and the read asks again); completed is
+        final, so it is not read again."""
         now = self._clock()
-        known = self._running_at.get(key)
-        if known is not None and now - known[0] < TAIL_INTERVAL:
+        known = self._status_at.get(key)
+        if known is not None and (known[1] == "completed" or now - known[0] < TAIL_INTERVAL):
             return known[1]
         row = self._conn.execute(
             "SELECT json_extract(data, '$.completed') FROM samples WHERE id = ? AND epoch = ?",
             key).fetchone()
-        running = row is not None and row[0] == 0  # JSON false; absent is not running
-        self._running_at[key] = (now, running)
-        return running
+        status = None if row is None else "running" if row[0] == 0 else (
+            "completed" if row[0] == 1 else None)  # JSON false / true
+        self._status_at[key] = (now, status)
+        return status
 
     def first_attempt_nonce(self, sample_id: str, epoch: int,
                             running: bool = True) -> str | None:
@@ -334,9 +347,14 @@ class SampleBufferReader:
         return row is not None
 
     def read(self, sample_id: str, epoch: int, offset: int, limit: int,
-             vouch: Vouch) -> list[dict[str, Any]] | None:
-        """Raw events ``[offset, offset + limit)`` of a running sample, or ``None`` when
-        the buffer cannot serve them exactly as the control channel would.
+             vouch: Vouch) -> tuple[list[dict[str, Any]], bool] | None:
+        """Raw events ``[offset, offset + limit)`` of a sample still in the buffer, and
+        whether they are its last (the sample finished, so no more will come); ``None``
+        when the buffer cannot serve them exactly as the control channel would.
+
+        A finished sample's end is served here too: asking the eval for it cost a
+        request its busy loop answered late (a 1,125-sample replay waited minutes), and
+        its text came cut, so a rule on its last events judged 256 characters.
 
         Raises :class:`BufferMismatch` when the buffer disagrees with the page the
         control channel last served (``vouch``).
@@ -344,13 +362,17 @@ class SampleBufferReader:
         nonce = vouch.nonce
         key = (str(sample_id), int(epoch))
         with self._snapshot():
-            if not self._running(key):
+            status = self._status(key)
+            if status is None:
                 self._views.pop(key, None)
                 return None
+            final = status == "completed"
             view = self._views.get(key)
             fresh = view is None or view.nonce != nonce or offset < view.base
-            if fresh or self._clock() - self._tailed_at >= TAIL_INTERVAL:
-                self._tail()  # a new view starts from rows as of now
+            if fresh or final or self._clock() - self._tailed_at >= TAIL_INTERVAL:
+                # a new view starts from rows as of now; a finished sample's rows are all
+                # in this snapshot (its summary was marked after its last event)
+                self._tail()
             if fresh or view is None:
                 view = self._load(key, nonce, vouch.mark)
                 if view is None:
@@ -369,6 +391,7 @@ class SampleBufferReader:
                 return None
             start = offset - view.base
             uuids = view.uuids[start:start + limit]
+            last = final and start + limit >= len(view.uuids)
             blobs = [view.data[u] for u in uuids]
             # model events are decoded here, for the pool rows of their prompts; the
             # rest after the lock is released
@@ -391,7 +414,9 @@ class SampleBufferReader:
                 if isinstance(message, dict):
                     event[PROMPT_KEY] = message
             out.append(event)
-        return out
+        if final and any(isinstance(e, dict) and e.get("pending") for e in out):
+            return None  # a finished sample with an event never completed: Inspect's own
+        return out, last
 
     def whole(self, sample_id: str, epoch: int,
               events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -506,6 +531,7 @@ class BufferedSource(Source):
         self._lock = threading.Lock()
         self.notices: list[str] = []
         self.buffer_reads = 0
+        self.buffer_ends = 0  # finished samples whose last page the buffer served
         # eval id -> whether a sample's first page may come from the buffer under the
         # nonce its summary row gives: None until a control-channel page confirms the
         # derivation (True), False for good once one contradicts it
@@ -604,10 +630,7 @@ class BufferedSource(Source):
                 except (sqlite3.Error, ValueError) as exc:
                     self._drop(task, exc)
             if got is not None:
-                self.buffer_reads += 1
-                events = [e for e in got if types is None or e.get("event") in types]
-                return EventPage(events=events, next=encode_cursor(nonce, offset + len(got)),
-                                 done=False)
+                return self._served(task, reader, sample_id, epoch, nonce, offset, got, types)
         if since is None and vouched is None and reader is not None:
             first = self._first_page(task, reader, sample_id, epoch, limit, types)
             if first is not None:
@@ -654,7 +677,7 @@ class BufferedSource(Source):
     def _first_page(self, task: TaskInfo, reader: SampleBufferReader, sample_id: str,
                     epoch: int, limit: int,
                     types: frozenset[str] | None) -> EventPage | None:
-        """A running sample's first page from the buffer, under the nonce its summary
+        """A sample's first page from the buffer, under the nonce its summary
         row gives, once the control channel confirmed that derivation for this task:
         asking the eval for each sample's first page made a fleet of 1,125 samples wait
         minutes behind an eval whose loop was busy. ``None``: ask the control channel."""
@@ -662,7 +685,7 @@ class BufferedSource(Source):
             return None
         key = (task.eval_id, str(sample_id), int(epoch))
         try:
-            nonce = reader.first_attempt_nonce(sample_id, epoch)
+            nonce = reader.first_attempt_nonce(sample_id, epoch, running=False)
             if nonce is None:
                 return None
             vouch = Vouch(nonce, reader.max_id(), 0, 0, (), types, checked=True)
@@ -673,9 +696,23 @@ class BufferedSource(Source):
         if got is None:
             return None
         self._vouched[key] = vouch
+        return self._served(task, reader, sample_id, epoch, nonce, 0, got, types)
+
+    def _served(self, task: TaskInfo, reader: SampleBufferReader, sample_id: str,
+                epoch: int, nonce: str, offset: int,
+                got: tuple[list[dict[str, Any]], bool],
+                types: frozenset[str] | None) -> EventPage:
+        """A page the buffer served; the last page of a finished sample ends the read
+        (and its view) as the control channel's ``done`` page would."""
+        raw, last = got
         self.buffer_reads += 1
-        events = [e for e in got if types is None or e.get("event") in types]
-        return EventPage(events=events, next=encode_cursor(nonce, len(got)), done=False)
+        events = [e for e in raw if types is None or e.get("event") in types]
+        if last:
+            self.buffer_ends += 1
+            self._vouched.pop((task.eval_id, str(sample_id), int(epoch)), None)
+            reader.forget(sample_id, epoch)
+        return EventPage(events=events, next=encode_cursor(nonce, offset + len(raw)),
+                         done=last)
 
     def _whole_over_http(self, task: TaskInfo, sample_id: str, epoch: int,
                          since: str | None, types: frozenset[str] | None, limit: int,
