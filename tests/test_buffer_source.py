@@ -22,6 +22,7 @@ from watcher.sources.base import (
     EventPage,
     SampleListing,
     Source,
+    SourceBusy,
     TaskInfo,
     decode_cursor,
     encode_cursor,
@@ -555,3 +556,119 @@ def test_a_slow_task_list_does_not_hold_up_buffered_reads() -> None:
         src.gate.set()
         if sw.pool is not None:
             sw.pool.shutdown(wait=True)
+
+
+def test_a_tracked_sample_that_finishes_or_is_logged_is_moved_once(
+        setup: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finishing adds no event row: the reader looks at the summary rows (once a
+    second) so the watch reads the end without waiting for the eval's listing."""
+    import watcher.sources.buffer as buffer
+
+    monkeypatch.setattr(buffer, "STATUS_EVERY", 0.0)
+    buf, _, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    buf.event("b")
+    _read(src, task, page.next)  # tracked now
+    src.moved_samples(task)
+    assert src.moved_samples(task) == set()  # nothing new
+    buf.complete()
+    assert src.moved_samples(task) == {("s1", 1)}
+    assert src.moved_samples(task) == set(), "said once, not every cycle"
+    buf.db.execute("DELETE FROM samples")  # logged: gone from the buffer
+    assert src.moved_samples(task) == set(), "already said finished"
+    src._readers["e"]._ended.clear()  # type: ignore[union-attr]
+    assert src.moved_samples(task) == {("s1", 1)}  # gone without being seen finished
+
+
+class ListingStops:
+    """A real eval's buffered source whose samples listing stops answering (times
+    out, as a saturated eval's did for minutes) once ``stop`` is set; the rest is the
+    buffered source's own (not a Source subclass, whose defaults would shadow it)."""
+
+    def __init__(self, inner: BufferedSource) -> None:
+        self.inner = inner
+        self.stop = False
+        self.name, self.live, self.parallel_reads = inner.name, True, inner.parallel_reads
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def tasks(self) -> list[TaskInfo]:
+        return self.inner.tasks()
+
+    def samples(self, task: TaskInfo, active_since: float | None = None,
+                all_rows: bool = False) -> SampleListing:
+        if self.stop:
+            raise SourceBusy("samples listing timed out")
+        return self.inner.samples(task, active_since=active_since, all_rows=all_rows)
+
+    def events(self, *a: Any, **k: Any) -> EventPage:
+        return self.inner.events(*a, **k)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.e2e
+def test_finished_samples_end_while_the_listing_does_not_answer(
+        eval_runner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real eval whose samples listing stops answering once every sample is known:
+    each sample is still read to its end, from the buffer, with the log's events (a
+    finished sample left unread looked idle and drew a false stall finding).
+
+    A sample's summary row is marked finished a moment after its last event row. Under
+    a saturated eval that moment was seconds; here the reader's status cache is made to
+    last 3 s, so its last rows are read as a running sample's and only the summary rows
+    can say it ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import watcher.sources.buffer as buffer
+
+    monkeypatch.setattr(buffer, "TAIL_INTERVAL", 3.0)
+
+    from watcher.app import WatchOptions, load_engine
+    from watcher.run.runner import RunOptions, TaskWatcher
+    from watcher.stream import SampleStream
+
+    proc = eval_runner("multi", "--max-samples", "4", "-T", "samples=4", "-T", "steps=4",
+                       "--ctl-server", "keep", "--log-buffer", "10", tool_delay=0.6)
+    http = _source(proc)
+    src = ListingStops(BufferedSource(http))
+    deadline = time.time() + 90
+    while not (tasks := src.tasks()) and time.time() < deadline:
+        time.sleep(0.1)
+    task = tasks[0]
+    seen: dict[tuple[str, int], list[str]] = {}
+    real_poll = SampleStream.poll
+
+    def poll(stream: SampleStream, source: Any, now: float | None = None) -> Any:
+        item = real_poll(stream, source, now)
+        seen.setdefault((stream.sample_id, stream.epoch), []).extend(
+            e["uuid"] for e in item.events if e.get("type") in ("model", "tool"))
+        return item
+
+    with ThreadPoolExecutor(4) as pool:
+        tw = TaskWatcher(src, task, load_engine(WatchOptions()), RunOptions(),  # type: ignore[arg-type]
+                         WatchState(), lambda out: None, pool)
+        SampleStream.poll = poll  # type: ignore[method-assign]
+        try:
+            while time.time() < deadline:
+                try:
+                    tw.cycle(time.time())
+                except SourceBusy:
+                    pass  # the listing's failure: the source watcher goes on the same way
+                if len(tw.streams) == 4 and tw.buffered:
+                    src.stop = True
+                if src.stop and all(s.done for s in tw.streams.values()):
+                    break
+                time.sleep(0.2)
+        finally:
+            SampleStream.poll = real_poll  # type: ignore[method-assign]
+    assert src.stop, "the listing never stopped: the test is vacuous"
+    assert all(s.done for s in tw.streams.values()), {k: s.done for k, s in tw.streams.items()}
+    assert src.inner.buffer_ends >= 1
+    expected = log_events(proc.log_dir)
+    for key, uuids in seen.items():
+        assert uuids == [e["uuid"] for e in expected[key] if e["event"] in ("model", "tool")]
+    http.close()
