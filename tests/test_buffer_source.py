@@ -672,3 +672,25 @@ def test_finished_samples_end_while_the_listing_does_not_answer(
     for key, uuids in seen.items():
         assert uuids == [e["uuid"] for e in expected[key] if e["event"] in ("model", "tool")]
     http.close()
+
+
+def test_events_of_types_no_rule_reads_are_counted_not_decoded(
+        setup: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import watcher.sources.buffer as buffer
+
+    buf, inner, src, task = setup
+    buf.event("a")
+    tools = frozenset({"tool"})
+    page = src.events(task, "s1", 1, since=None, types=tools, tier="content")
+    for n in range(3):
+        buf.event(f"span{n}", kind="span_begin", name="x" * 1000)
+        buf.event(f"t{n}")
+    decoded: list[str] = []
+    real = buffer._loads
+    monkeypatch.setattr(buffer, "_loads", lambda text: decoded.append(text) or real(text))
+    time.sleep(0.25)
+    page = src.events(task, "s1", 1, since=page.next, types=tools, tier="content")
+    assert len(inner.calls) == 1, "the buffer should have served this read"
+    assert [e["uuid"] for e in page.events] == ["t0", "t1", "t2"]
+    assert decode_cursor(page.next) == (NONCE, 7)  # past the spans too
+    assert len(decoded) == 3 and not any("span" in d for d in decoded)

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from orjson import loads as _loads
 
@@ -74,6 +74,15 @@ YOUNG = 60.0  # seconds since the task was first seen
 
 # an event row still pending (Inspect writes compact JSON; tolerant of spaces)
 _PENDING = re.compile(r'"pending":\s*true')
+
+
+class BufferPage(NamedTuple):
+    """What a buffer read served: the requested events, how many rows it covered (the
+    cursor moves by that), and whether they are the sample's last."""
+
+    events: list[dict[str, Any]]
+    rows: int
+    last: bool
 
 
 class BufferMismatch(ValueError):
@@ -375,11 +384,13 @@ class SampleBufferReader:
             "LIMIT 1", (key[0], key[1], uuid)).fetchone()
         return row is not None
 
-    def read(self, sample_id: str, epoch: int, offset: int, limit: int,
-             vouch: Vouch) -> tuple[list[dict[str, Any]], bool] | None:
-        """Raw events ``[offset, offset + limit)`` of a sample still in the buffer, and
-        whether they are its last (the sample finished, so no more will come); ``None``
-        when the buffer cannot serve them exactly as the control channel would.
+    def read(self, sample_id: str, epoch: int, offset: int, limit: int, vouch: Vouch,
+             types: frozenset[str] | None = None) -> BufferPage | None:
+        """Events ``[offset, offset + limit)`` of a sample still in the buffer: those of
+        ``types`` decoded (the others only counted: half a transcript's rows are spans,
+        and decoding what no rule reads was a fifth of a read), and whether they are its
+        last (the sample finished, so no more will come); ``None`` when the buffer cannot
+        serve them exactly as the control channel would.
 
         A finished sample's end is served here too: asking the eval for it cost a
         request its busy loop answered late (a 1,125-sample replay waited minutes), and
@@ -421,22 +432,27 @@ class SampleBufferReader:
             start = offset - view.base
             uuids = view.uuids[start:start + limit]
             last = final and start + limit >= len(view.uuids)
+            rows = len(uuids)
+            if types is not None:
+                uuids = [u for u in uuids if view.types.get(u) in types]
             blobs = [view.data[u] for u in uuids]
-            # model events are decoded here, for the pool rows of their prompts; the
-            # rest after the lock is released
-            models = {i: _loads(blobs[i]) for i, u in enumerate(uuids)
+            # each event is decoded once, from its text with attachment references
+            # resolved (decoding model events twice, for their prompts and again once
+            # resolved, was a tenth of a buffer read); model events here, for the pool
+            # rows of their prompts, the rest after the lock is released
+            attach = self._attachments(key, blobs)
+            models = {i: _loads(_resolved(blobs[i], attach)) for i, u in enumerate(uuids)
                       if view.types.get(u) == "model"}
             prompts = self._prompts(key, view, models)
-            attach = self._attachments(key, blobs + list(prompts.values()))
+            if prompts:  # references only the prompts hold
+                more = self._attachments(key, list(prompts.values()))
+                if more:
+                    attach = {**(attach or {}), **more}
         out: list[dict[str, Any]] = []
         for i, blob in enumerate(blobs):
-            # references are resolved in the JSON text, before the one decode it needs
-            if attach is not None and ATTACHMENT_PROTOCOL in blob:
-                event = _loads(resolve_json(blob, attach))
-            else:
-                event = models.get(i)
-                if event is None:
-                    event = _loads(blob)
+            event = models.get(i)
+            if event is None:
+                event = _loads(_resolved(blob, attach))
             prompt = prompts.get(i)
             if prompt is not None:
                 message = _loads(_resolved(prompt, attach))
@@ -445,7 +461,7 @@ class SampleBufferReader:
             out.append(event)
         if final and any(isinstance(e, dict) and e.get("pending") for e in out):
             return None  # a finished sample with an event never completed: Inspect's own
-        return out, last
+        return BufferPage(out, rows, last)
 
     def whole(self, sample_id: str, epoch: int,
               events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -535,7 +551,9 @@ class SampleBufferReader:
 
 
 def _resolved(blob: str, attach: dict[str, str] | None) -> str:
-    return resolve_json(blob, attach) if attach is not None else blob
+    """The JSON text with its attachment references resolved (references are resolved in
+    the text, before the one decode it needs)."""
+    return resolve_json(blob, attach) if attach and ATTACHMENT_PROTOCOL in blob else blob
 
 
 class BufferedSource(Source):
@@ -655,7 +673,7 @@ class BufferedSource(Source):
             got = None
             if vouched is not None and vouched.nonce == nonce:
                 try:
-                    got = reader.read(sample_id, epoch, offset, limit, vouched)
+                    got = reader.read(sample_id, epoch, offset, limit, vouched, types)
                 except (sqlite3.Error, ValueError) as exc:
                     self._drop(task, exc)
             if got is not None:
@@ -718,7 +736,7 @@ class BufferedSource(Source):
             if nonce is None:
                 return None
             vouch = Vouch(nonce, reader.max_id(), 0, 0, (), types, checked=True)
-            got = reader.read(sample_id, epoch, 0, limit, vouch)
+            got = reader.read(sample_id, epoch, 0, limit, vouch, types)
         except (sqlite3.Error, ValueError) as exc:
             self._drop(task, exc)
             return None
@@ -729,19 +747,17 @@ class BufferedSource(Source):
 
     def _served(self, task: TaskInfo, reader: SampleBufferReader, sample_id: str,
                 epoch: int, nonce: str, offset: int,
-                got: tuple[list[dict[str, Any]], bool],
-                types: frozenset[str] | None) -> EventPage:
+                got: BufferPage, types: frozenset[str] | None) -> EventPage:
         """A page the buffer served; the last page of a finished sample ends the read
         (and its view) as the control channel's ``done`` page would."""
-        raw, last = got
         self.buffer_reads += 1
-        events = [e for e in raw if types is None or e.get("event") in types]
-        if last:
+        events = [e for e in got.events if types is None or e.get("event") in types]
+        if got.last:
             self.buffer_ends += 1
             self._vouched.pop((task.eval_id, str(sample_id), int(epoch)), None)
             reader.forget(sample_id, epoch)
-        return EventPage(events=events, next=encode_cursor(nonce, offset + len(raw)),
-                         done=last)
+        return EventPage(events=events, next=encode_cursor(nonce, offset + got.rows),
+                         done=got.last)
 
     def _whole_over_http(self, task: TaskInfo, sample_id: str, epoch: int,
                          since: str | None, types: frozenset[str] | None, limit: int,
