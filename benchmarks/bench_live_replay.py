@@ -218,6 +218,8 @@ def main() -> None:
     ap.add_argument("--profile", metavar="FILE",
                     help="sample the live watcher with py-spy (threads holding the GIL) into "
                          "FILE, collapsed stacks; py-spy must be installed, its CPU counts")
+    ap.add_argument("--profile-rate", type=int, default=100, metavar="HZ",
+                    help="py-spy samples per second (with --profile)")
     ap.add_argument("--save", action="store_true",
                     help="also write this report to benchmarks/results/ (the figures the "
                          "README quotes)")
@@ -255,6 +257,7 @@ def main() -> None:
         wenv["PYTHONPATH"] = compiled
         cwd = str(work)
     t0 = time.perf_counter()
+    t_start = time.time()  # wall clock, as event timestamps are
     proc = subprocess.Popen(
         [sys.executable, "-m", "inspect_ai._cli.main", "eval", "replay_task.py@replay",
          "--log-dir", str(work / "logs"), "--display", "none", "--epochs", str(args.epochs),
@@ -273,7 +276,7 @@ def main() -> None:
     live_cmd = watch_cmd("watch", "--format", "jsonl", "-o", str(live), "--poll", str(args.poll),
                          "--transport", args.transport)
     if args.profile:
-        live_cmd[:0] = ["py-spy", "record", "--format", "raw", "--rate", "100", "--gil",
+        live_cmd[:0] = ["py-spy", "record", "--format", "raw", "--rate", str(args.profile_rate), "--gil",
                         "--nonblocking", "-o", str(Path(args.profile).resolve()), "--"]
     watcher = subprocess.Popen(
         live_cmd,
@@ -311,6 +314,7 @@ def main() -> None:
     lat: list[float] = []
     by_rule: dict[str, list[float]] = {}
     near_end: list[float] = []  # evidence within two polls of its sample's end
+    records: list[dict[str, Any]] = []  # each finding's latency, kept in the work dir
     for at, rec in found.values():
         ev = rec.get("evidence") or {}
         stamps = [t for t in ev.get("timestamps") or [] if isinstance(t, int | float)]
@@ -319,6 +323,9 @@ def main() -> None:
         done = [completed.get(u) for u in ev.get("event_uuids") or []]
         last = max([d for d in done if d is not None] + [max(stamps)])
         lat.append(at - last)
+        records.append({"rule": rec["rule"], "sample_id": rec["sample_id"],
+                        "epoch": rec["epoch"], "evidence_done": last, "seen": at,
+                        "since_start": last - t_start})
         by_rule.setdefault(rec["rule"], []).append(at - last)
         end = ends.get((str(rec["sample_id"]), int(rec["epoch"])))
         if end is not None and end - last <= 2 * args.poll:
@@ -332,6 +339,12 @@ def main() -> None:
             print(f"  of which the sample ended within two polls of the evidence: n="
                   f"{len(near_end)}, p50 {percentile(near_end, 50):.2f}s  p95 "
                   f"{percentile(near_end, 95):.2f}s")
+        (work / "latency.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        slow = [r for r in records if r["seen"] - r["evidence_done"] > 2 * args.poll]
+        if slow:
+            when = sorted(r["since_start"] for r in slow)
+            print(f"  slower than two polls: {len(slow)}, their evidence at {when[0]:.0f}-"
+                  f"{when[-1]:.0f}s after the eval started (median {percentile(when, 50):.0f}s)")
         print(f"  {'rule':34}{'n':>6}{'p50 s':>8}{'p95 s':>8}{'max s':>8}")
         for rule, xs in sorted(by_rule.items(), key=lambda kv: -len(kv[1])):
             print(f"  {rule:34}{len(xs):6}{percentile(xs, 50):8.2f}{percentile(xs, 95):8.2f}"
@@ -341,9 +354,8 @@ def main() -> None:
     print(f"findings: live {len(a)} episodes, post-hoc {len(b)}: "
           f"{'identical' if same else 'DIFFERENT'}")
     if not same:
-        for k in sorted(set(a) | set(b))[:10]:
-            if a.get(k) != b.get(k):
-                print(f"  {k}: live {a.get(k)} post-hoc {b.get(k)}")
+        for k in [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)][:10]:
+            print(f"  {k}: live {a.get(k)} post-hoc {b.get(k)}")
     notices = [json.loads(x) for x in live.read_text().splitlines()]
     gaps = [n for n in notices if n.get("kind") == "notice"
             and n.get("notice") in ("gap", "unreadable", "sample_abandoned")]
