@@ -220,6 +220,9 @@ def main() -> None:
                          "FILE, collapsed stacks; py-spy must be installed, its CPU counts")
     ap.add_argument("--profile-rate", type=int, default=100, metavar="HZ",
                     help="py-spy samples per second (with --profile)")
+    ap.add_argument("--profile-all", action="store_true",
+                    help="sample every thread that is running, not only the one holding "
+                         "the GIL (C code such as SQLite's runs without it)")
     ap.add_argument("--save", action="store_true",
                     help="also write this report to benchmarks/results/ (the figures the "
                          "README quotes)")
@@ -276,7 +279,8 @@ def main() -> None:
     live_cmd = watch_cmd("watch", "--format", "jsonl", "-o", str(live), "--poll", str(args.poll),
                          "--transport", args.transport)
     if args.profile:
-        live_cmd[:0] = ["py-spy", "record", "--format", "raw", "--rate", str(args.profile_rate), "--gil",
+        live_cmd[:0] = ["py-spy", "record", "--format", "raw", "--rate", str(args.profile_rate),
+                        *([] if args.profile_all else ["--gil"]),
                         "--nonblocking", "-o", str(Path(args.profile).resolve()), "--"]
     watcher = subprocess.Popen(
         live_cmd,

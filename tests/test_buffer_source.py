@@ -93,6 +93,7 @@ class FakeBuffer:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")  # as Inspect's buffer is
         self.db.executescript(SCHEMA)
         self.db.execute("INSERT INTO samples VALUES ('s1', 1, ?)",
                         (json.dumps({"id": "s1", "epoch": 1, "completed": False}),))
@@ -694,3 +695,26 @@ def test_events_of_types_no_rule_reads_are_counted_not_decoded(
     assert [e["uuid"] for e in page.events] == ["t0", "t1", "t2"]
     assert decode_cursor(page.next) == (NONCE, 7)  # past the spans too
     assert len(decoded) == 3 and not any("span" in d for d in decoded)
+
+
+def test_a_batch_keeps_other_threads_out_of_its_older_snapshot(setup: Any) -> None:
+    """A cycle's in-process reads share one transaction; a page the control channel
+    served meanwhile (on a reader thread) is completed from the buffer as of after the
+    batch, not from the batch's older snapshot, where its newest events are missing
+    (their text then stayed cut: a live watch counted 3 matches where the log had 6)."""
+    buf, _, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    reader = src._readers["e"]
+    assert reader is not None
+    got: list[list[dict[str, Any]]] = []
+    with src.read_batch(task):
+        _read(src, task, page.next)  # the batch's snapshot starts here
+        buf.event("new", result="x" * 5000)  # written by the eval after it
+        cut = [{"uuid": "new", "event": "tool", "result": "x" * 256, "has_error": False}]
+        thread = threading.Thread(target=lambda: got.append(reader.whole("s1", 1, cut)))
+        thread.start()
+        thread.join(0.3)
+        assert thread.is_alive(), "another thread ran a statement inside the batch"
+    thread.join(5)
+    assert got and got[0][0]["result"] == "x" * 5000

@@ -426,8 +426,10 @@ class TaskWatcher:
                 self.task, sid, epoch, stream.resume_at)
             (here if local else there).append(item)
         futures = {self.pool.submit(fetch, item[1]): item for item in there}
-        for item in here:
-            yield item, fetch(item[1])
+        if here:
+            with self.source.read_batch(self.task):
+                for item in here:
+                    yield item, fetch(item[1])
         for future in as_completed(futures):
             yield futures[future], future.result()
 

@@ -18,6 +18,7 @@ defaults written here.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 from collections.abc import Mapping
@@ -171,6 +172,11 @@ class Source(Protocol):
         waiting on anyone (the sample buffer): the pull loop then reads it on its own
         thread, where a hand-off to a reader thread would cost more than the read."""
         return False
+
+    def read_batch(self, task: TaskInfo) -> contextlib.AbstractContextManager[None]:
+        """Around a run of in-process reads of one task (see :meth:`reads_in_process`):
+        the sample buffer serves them from one snapshot. Nothing by default."""
+        return contextlib.nullcontext()
 
     def pop_notices(self) -> list[SourceNotice]:
         """What the source noticed since the last call (each said once)."""

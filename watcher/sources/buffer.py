@@ -199,7 +199,8 @@ class SampleBufferReader:
         # per statement was 60,000 system calls for a 125-sample live replay
         with contextlib.suppress(sqlite3.Error):
             self._conn.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._held = False  # a batch() transaction is open (its thread holds the lock)
         self._clock = clock
         self._views: dict[tuple[str, int], _View] = {}
         self._last_id = self._newest()
@@ -216,10 +217,34 @@ class SampleBufferReader:
         its own is a transaction, and each new transaction on a database the eval keeps
         writing reads its pages again (SQLite drops its cache when the WAL has moved)."""
         with self._lock:
+            if self._held:  # inside this thread's batch(): its transaction
+                yield
+                return
             self._conn.execute("BEGIN")
             try:
                 yield
             finally:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One read transaction for a cycle's in-process reads of this task: a new
+        transaction per read, on a database the eval keeps writing, validated the WAL
+        and read its pages again each time. The (re-entrant) lock is held throughout:
+        a statement of another thread (``whole`` for a page the control channel served
+        just now) must not run in this older snapshot, where that page's newest events
+        are missing; such a thread waits for the batch to end."""
+        with self._lock:
+            if self._held:
+                yield
+                return
+            self._conn.execute("BEGIN")
+            self._held = True
+            try:
+                yield
+            finally:
+                self._held = False
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("COMMIT")
 
@@ -637,6 +662,10 @@ class BufferedSource(Source):
         except sqlite3.Error as exc:
             self._drop(task, exc)
             return None
+
+    def read_batch(self, task: TaskInfo) -> contextlib.AbstractContextManager[None]:
+        reader = self._readers.get(task.eval_id)
+        return reader.batch() if reader is not None else contextlib.nullcontext()
 
     def reads_in_process(self, task: TaskInfo, sample_id: str, epoch: int,
                          since: str | None) -> bool:
