@@ -718,3 +718,43 @@ def test_a_batch_keeps_other_threads_out_of_its_older_snapshot(setup: Any) -> No
         assert thread.is_alive(), "another thread ran a statement inside the batch"
     thread.join(5)
     assert got and got[0][0]["result"] == "x" * 5000
+
+
+def test_a_finished_sample_logged_at_once_ends_from_what_was_read(
+        setup: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inspect may log a finished sample and drop its rows within the second (ten
+    finished at once): once the summary rows said it finished, its rows were all read,
+    and its end is served from them, without asking a busy eval (whose terminal read
+    answered 'not found' until its listing caught up: 54 false stalls)."""
+    import watcher.sources.buffer as buffer
+
+    monkeypatch.setattr(buffer, "STATUS_EVERY", 0.0)
+    buf, inner, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    buf.event("b")
+    page = _read(src, task, page.next)
+    buf.event("c", result="z" * 4000)  # written, not yet read ...
+    buf.complete()  # ... and the sample finished
+    assert src.moved_samples(task) == {("s1", 1)}
+    buf.db.execute("DELETE FROM events")  # logged: its rows are gone
+    buf.db.execute("DELETE FROM samples")
+    end = _read(src, task, page.next)
+    assert [e["uuid"] for e in end.events] == ["c"] and end.done
+    assert end.events[0]["result"] == "z" * 4000
+    assert len(inner.calls) == 1, "the control channel was asked for the end"
+
+
+def test_a_sample_read_over_the_control_channel_is_told_finished_too(
+        setup: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import watcher.sources.buffer as buffer
+
+    monkeypatch.setattr(buffer, "STATUS_EVERY", 0.0)
+    buf, inner, src, task = setup
+    buf.event("a")
+    _read(src, task, None)  # the control channel's page: vouched, no view here
+    reader = src._readers["e"]
+    assert reader is not None and ("s1", 1) not in reader._views
+    src.moved_samples(task)
+    buf.complete()
+    assert src.moved_samples(task) == {("s1", 1)}

@@ -143,7 +143,7 @@ class _View:
     """
 
     __slots__ = ("nonce", "base", "last", "uuids", "data", "types", "anchor", "inits",
-                 "broken", "pool")
+                 "broken", "pool", "final")
 
     def __init__(self, nonce: str) -> None:
         self.nonce = nonce
@@ -158,6 +158,9 @@ class _View:
         self.anchor: str | None = None
         self.inits = 0
         self.broken = False
+        # every row of the attempt is here: it was tailed after its summary said it
+        # finished, so its end can be served after Inspect drops the rows
+        self.final = False
 
     def add(self, uuid: str, data: str) -> None:
         if uuid not in self.data:
@@ -248,35 +251,51 @@ class SampleBufferReader:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("COMMIT")
 
-    def pop_moved(self) -> set[tuple[str, int]]:
+    def pop_moved(self, tracked: frozenset[tuple[str, int]] = frozenset(),
+                  ) -> set[tuple[str, int]]:
         """Samples whose transcripts grew since the last call (reads the new rows), and
-        tracked ones that finished or left the buffer since (see :meth:`_ends`)."""
+        tracked ones (with a view here, or in ``tracked``: read over the control channel
+        so far) that finished or left the buffer since (see :meth:`_ends`)."""
         with self._lock:
             if self._clock() - self._tailed_at >= TAIL_INTERVAL / 2:
                 self._tail()
-            if self._views and self._clock() - self._ends_at >= STATUS_EVERY:
-                self._ends()
+            if (self._views or tracked) and self._clock() - self._ends_at >= STATUS_EVERY:
+                self._ends(tracked)
             moved, self._moved = self._moved, set()
         return moved
 
-    def _ends(self) -> None:
+    def _ends(self, tracked: frozenset[tuple[str, int]] = frozenset()) -> None:
         """Mark moved each tracked sample whose summary row now says it finished, or that
         has no row any more (it was logged): finishing adds no event row, so without this
         its end waited for the eval's samples listing, which a saturated eval did not
         answer for minutes (and a finished sample read as idle: 236 false stalls in a
         1,125-sample replay). One statement over the summary rows."""
         now = self._ends_at = self._clock()
+        watched = self._views.keys() | tracked
         listed: set[tuple[str, int]] = set()
+        finished: list[tuple[str, int]] = []
         for sid, epoch, completed in self._conn.execute(
                 "SELECT id, epoch, json_extract(data, '$.completed') FROM samples"):
             key = (str(sid), int(epoch))
             listed.add(key)
             status = "running" if completed == 0 else "completed" if completed == 1 else None
             self._status_at[key] = (now, status)
-            if status != "running" and key in self._views and key not in self._ended:
+            if status != "running" and key in watched and key not in self._ended:
                 self._ended.add(key)
                 self._moved.add(key)
-        for key in self._views.keys() - listed - self._ended:
+                if status == "completed":
+                    finished.append(key)
+        if finished:
+            # every row of these samples was committed before the summary said so: read
+            # them now, and their views hold the whole attempt even once the rows are
+            # gone (Inspect logs a finished sample and drops its rows, at times within
+            # the second; its end then waited on a busy eval, which did not answer)
+            self._tail()
+            for key in finished:
+                view = self._views.get(key)
+                if view is not None:
+                    view.final = True
+        for key in watched - listed - self._ended:
             self._ended.add(key)
             self._moved.add(key)
 
@@ -296,9 +315,10 @@ class SampleBufferReader:
         if view is None or view.nonce != nonce or view.broken:
             return False
         with self._lock:
-            status = self._status(key)
+            status = "completed" if view.final else self._status(key)
             if status == "completed":
-                self._tail()  # all its rows: one never completed hands the end over
+                if not view.final:
+                    self._tail()  # all its rows: one never completed hands the end over
                 return not any(_PENDING.search(view.data[u]) for u in view.uuids)
             return status is not None
 
@@ -427,14 +447,16 @@ class SampleBufferReader:
         nonce = vouch.nonce
         key = (str(sample_id), int(epoch))
         with self._snapshot():
-            status = self._status(key)
+            view = self._views.get(key)
+            kept = view is not None and view.final and view.nonce == nonce
+            status = "completed" if kept else self._status(key)
             if status is None:
                 self._views.pop(key, None)
                 return None
             final = status == "completed"
-            view = self._views.get(key)
             fresh = view is None or view.nonce != nonce or offset < view.base
-            if fresh or final or self._clock() - self._tailed_at >= TAIL_INTERVAL:
+            if not kept and (fresh or final
+                             or self._clock() - self._tailed_at >= TAIL_INTERVAL):
                 # a new view starts from rows as of now; a finished sample's rows are all
                 # in this snapshot (its summary was marked after its last event)
                 self._tail()
@@ -449,9 +471,11 @@ class SampleBufferReader:
             # the start of the page that held a pending event until it completes
             view.trim(min(offset, view.last))
             view.last = offset
+            if final:
+                view.final = True  # tailed in this snapshot, after it finished
             check = view.anchor or (view.uuids[0] if view.uuids else None)
             if view.broken or offset > view.base + len(view.uuids) or (
-                    check is not None and not self._still_there(key, check)):
+                    not kept and check is not None and not self._still_there(key, check)):
                 self._views.pop(key, None)
                 return None
             start = offset - view.base
@@ -473,6 +497,9 @@ class SampleBufferReader:
                 more = self._attachments(key, list(prompts.values()))
                 if more:
                     attach = {**(attach or {}), **more}
+            if kept and self._status(key) is None and not _whole(blobs, attach, models,
+                                                                  prompts):
+                return None  # its attachments or prompts left with its rows
         out: list[dict[str, Any]] = []
         for i, blob in enumerate(blobs):
             event = models.get(i)
@@ -575,6 +602,16 @@ class SampleBufferReader:
         return dict(rows)
 
 
+def _whole(blobs: list[str], attach: dict[str, str] | None, models: dict[int, Any],
+           prompts: dict[int, str]) -> bool:
+    """Whether a page kept in memory after its rows left the buffer is served whole:
+    every attachment reference resolved and every pooled prompt found."""
+    if any(ATTACHMENT_PROTOCOL in _resolved(b, attach) for b in blobs):
+        return False
+    return all(i in prompts for i, e in models.items()
+               if isinstance(e, dict) and not e.get("input") and e.get("input_refs"))
+
+
 def _resolved(blob: str, attach: dict[str, str] | None) -> str:
     """The JSON text with its attachment references resolved (references are resolved in
     the text, before the one decode it needs)."""
@@ -657,8 +694,10 @@ class BufferedSource(Source):
         reader = self._reader(task)
         if reader is None:
             return None
+        tracked = frozenset((sid, epoch) for eid, sid, epoch in list(self._vouched)
+                            if eid == task.eval_id)
         try:
-            return reader.pop_moved()
+            return reader.pop_moved(tracked)
         except sqlite3.Error as exc:
             self._drop(task, exc)
             return None
