@@ -278,7 +278,7 @@ class SampleBufferReader:
                 "SELECT id, epoch, json_extract(data, '$.completed') FROM samples"):
             key = (str(sid), int(epoch))
             listed.add(key)
-            status = "running" if completed == 0 else "completed" if completed == 1 else None
+            status = _status_of(completed)
             self._status_at[key] = (now, status)
             if status != "running" and key in watched and key not in self._ended:
                 self._ended.add(key)
@@ -402,8 +402,7 @@ class SampleBufferReader:
         row = self._conn.execute(
             "SELECT json_extract(data, '$.completed') FROM samples WHERE id = ? AND epoch = ?",
             key).fetchone()
-        status = None if row is None else "running" if row[0] == 0 else (
-            "completed" if row[0] == 1 else None)  # JSON false / true
+        status = None if row is None else _status_of(row[0])
         self._status_at[key] = (now, status)
         return status
 
@@ -600,6 +599,12 @@ class SampleBufferReader:
             f"SELECT hash, content FROM attachments WHERE sample_id = ? AND sample_epoch = ? "
             f"AND hash IN ({marks})", (key[0], key[1], *sorted(refs))).fetchall()
         return dict(rows)
+
+
+def _status_of(completed: object) -> str | None:
+    """A summary row's ``completed`` (read with ``json_extract``: JSON false is 0, true
+    is 1) as ``"running"``, ``"completed"`` or ``None`` (anything else)."""
+    return "running" if completed == 0 else "completed" if completed == 1 else None
 
 
 def _whole(blobs: list[str], attach: dict[str, str] | None, models: dict[int, Any],
