@@ -27,6 +27,9 @@ COMPILED = [
     "watcher/engine/scanmatch.py",
     "watcher/engine/rx.py",
     "watcher/engine/runtime.py",
+    # each tool call's effect and failure, set before any rule reads it
+    "watcher/engine/calls.py",
+    "watcher/engine/shell.py",
     "watcher/engine/detectors/base.py",
     "watcher/engine/detectors/keys.py",
     "watcher/engine/detectors/match.py",
@@ -57,6 +60,7 @@ INTERPRETED = [
     "watcher/engine/errors.py",
     "watcher/engine/yamlsrc.py",
     "watcher/engine/loader.py",
+    "watcher/engine/lang/callspec.py",
     "watcher/engine/model.py",
     "watcher/engine/scan.py",
     "watcher/engine/testing.py",

@@ -71,6 +71,24 @@ def test_shortcut_rules_never_claim_high_confidence() -> None:
     assert sum(r.confidence_base == "low" for r in shortcut) >= len(shortcut) - 1
 
 
+def test_benchmark_scores_recall_at_the_labelled_level() -> None:
+    """A behaviour labelled `high` found only at `medium` is found, but not at its level:
+    the figure the issue measures (a real loop reported below its level is a miss)."""
+    q = _quality()
+    label = q._label({"expect": {"repeated_tool_call": "high", "error_storm": "medium"}})
+    assert label.level("repeated_tool_call") == "high" and label.level("x") == "low"
+    corpus = q.Corpus("real: t", real=True, labels={("t", "a", 1): label})
+    found = {("t", "a", 1): {"repeated_tool_call": ("medium", {"near-identical-failing-calls"}),
+                             "error_storm": ("high", {"error-storm-output"})}}
+    sc = q.score(corpus, found, {("t", "a", 1)})
+    assert sc.recall["repeated_tool_call"] == [1, 1, 1, 0]
+    assert sc.recall["error_storm"] == [1, 1, 1, 1]
+    assert sc.at_level() == (1, 2)
+    assert sc.below and "labelled high" in sc.below[0]
+    with pytest.raises(SystemExit):
+        q._label({"expect": {"repeated_tool_call": "huge"}})
+
+
 def test_shortcut_lists_are_shared_and_extendable() -> None:
     lists = PACK.registry.lists
     for name in ("answer_key_paths", "test_tamper", "check_disablers", "answer_search",
@@ -94,8 +112,9 @@ def test_benchmark_scoring_counts_recall_precision_and_false_highs() -> None:
     listed = {k for k in corpus.labels if k[1] != "not-scanned"}
     sc = q.score(corpus, found, listed)
     assert sc.samples == 4
-    assert sc.recall["submit_loop"] == [1, 1, 1]
-    assert sc.recall["shortcut"] == [0, 0, 1]
+    # [found at any level, at medium+, labelled, at the labelled level ("low": any)]
+    assert sc.recall["submit_loop"] == [1, 1, 1, 1]
+    assert sc.recall["shortcut"] == [0, 0, 1, 0]
     assert sc.precision["high"] == [1, 2]
     assert sc.precision["medium+"] == [1, 2]
     assert sc.precision["low"] == [0, 0]  # weak labels count neither way

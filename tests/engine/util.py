@@ -15,13 +15,16 @@ REF = SampleRef(task="demo", task_id="t1", eval_id="ev1", model="mockllm/model",
 
 
 def load_text(tmp_path: Path, text: str, name: str = "rules.yaml", library: bool = True,
-              **kw: Any) -> RuleSet:
-    """Load rules from YAML text (plus the built-in library macros when ``library``)."""
+              calls: bool = False, **kw: Any) -> RuleSet:
+    """Load rules from YAML text (plus the built-in library macros when ``library``, and
+    the built-in call effects and failure signatures when ``calls``)."""
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
     paths: list[Path] = [path]
     if library:
         paths.append(REPO / "rules" / "library.yaml")
+    if calls:
+        paths += [REPO / "rules" / "effects.yaml", REPO / "rules" / "failures.yaml"]
     return load_rules(paths=paths, builtin=False, user_dir=False, **kw)
 
 

@@ -26,6 +26,7 @@ from watcher.engine.errors import (
     UnsafeYamlError,
     WrongTypeError,
 )
+from watcher.engine.lang.callspec import SECTIONS, CallSpecs
 from watcher.engine.lang.ctx import Ctx
 from watcher.engine.lang.predicates import Registry
 from watcher.engine.lang.schema import parse_exception, parse_rule
@@ -111,12 +112,19 @@ def _read(path: Path, errors: list[RuleError]) -> str | None:
         return None
 
 
-def _library(doc: Doc, lists: dict[str, Any], macros: dict[str, Any],
+LIBRARY_SECTIONS = ("lists", "macros") + SECTIONS
+
+
+def _library(doc: Doc, lists: dict[str, Any], macros: dict[str, Any], calls: CallSpecs,
              errors: list[RuleError]) -> None:
     ctx = Ctx(doc, errors)
     data = doc.data
-    if not ctx.check_keys(data, (), ["lists", "macros"], section="library document"):
+    if not ctx.check_keys(data, (), LIBRARY_SECTIONS, section="library document"):
         return
+    if "effects" in data:
+        calls.effects(data["effects"], ctx, doc.file)
+    if "failures" in data:
+        calls.failures(data["failures"], ctx)
     if "lists" in data and ctx.expect(data["lists"], dict, ("lists",), "lists"):
         for name, values in data["lists"].items():
             p = ("lists", name)
@@ -171,6 +179,7 @@ def load_rules(
     parsed: list[tuple[int, Doc]] = []
     lists: dict[str, Any] = {}
     macros: dict[str, Any] = {}
+    calls = CallSpecs()
     seen_files: set[Path] = set()
     for level, path in sources:
         rp = path.resolve()
@@ -184,15 +193,17 @@ def load_rules(
             if not isinstance(doc.data, dict):
                 Ctx(doc, errors).error(WrongTypeError, (), "a rule document must be a mapping")
                 continue
-            if "id" not in doc.data and ("lists" in doc.data or "macros" in doc.data):
-                _library(doc, lists, macros, errors)
+            if "id" not in doc.data and any(k in doc.data for k in LIBRARY_SECTIONS):
+                _library(doc, lists, macros, calls, errors)
             elif "id" not in doc.data:
                 Ctx(doc, errors).error(MissingFieldError, (),
-                                       "document has no 'id' (and is not a lists/macros "
-                                       "library document)", "every rule needs an id")
+                                       "document has no 'id' (and is not a library document "
+                                       "of " + ", ".join(LIBRARY_SECTIONS) + ")",
+                                       "every rule needs an id")
             else:
                 parsed.append((level, doc))
     registry = Registry(lists, macros)
+    registry.calls = calls.build()
 
     # pass 2: rules, precedence and duplicate ids
     chosen: dict[str, tuple[int, Rule]] = {}

@@ -193,6 +193,11 @@ class Rule:
     # ACT_PATH)``
     act_block: dict[str, Any] | None = None
     act_doc: Any = None
+    # events matching ``ignore`` are invisible to the rule: they neither match nor miss,
+    # and take no place in its windows (e.g. calls of effect ``none`` in a storm)
+    ignore: Pred | None = None
+    # the rule set's call effects and failure signatures (engine.calls.CallFacts)
+    calls: Any = None
 
     @property
     def act_location(self) -> tuple[str, int, int] | None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
+from watcher.engine.calls import CHANGES, FAILED, CallFacts
 from watcher.engine.detectors import RuleState, whole_value
 from watcher.engine.gate import Gate
 from watcher.engine.rule import CLOCK, ExceptionSpec, ExprFailed, Rule, RuleRunError, never
@@ -50,6 +51,7 @@ class SampleStatus:
 
 _DIGITS = re.compile(r"\d+")
 MAX_PROMPTS = 1024  # user prompts remembered per sample attempt (prompt_seen)
+RECENT_CALLS = 64  # tool calls remembered per sample attempt for evidence (calls_between)
 NUMERIC_FIELDS = ("total_tokens", "total_time", "message_count", "retries")
 
 
@@ -121,17 +123,23 @@ class RunContext:
         }
 
 
-# predicate, exceptions test (or None), state index, gate of the predicate (or None);
-# the gate typed, so compiled code calls its method directly
-_Target = tuple[Any, Any, int, "Gate | None"]
+# predicate, exceptions test (or None), state index, gate of the predicate (or None),
+# the rule's ignore predicate (or None) and its own population (or -1); the gate typed,
+# so compiled code calls its method directly
+_Target = tuple[Any, Any, int, "Gate | None", Any, int]
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (setup.py), and extensible
 class Engine:
     """Compiled rules plus the type → rules dispatch table; shared across samples."""
 
-    def __init__(self, rules: Iterable[Rule], suppressions: Iterable[ExceptionSpec] = ()) -> None:
+    def __init__(self, rules: Iterable[Rule], suppressions: Iterable[ExceptionSpec] = (),
+                 calls: CallFacts | None = None) -> None:
         self.rules: list[Rule] = [r for r in rules if r.enabled]
+        # the rule set's call effects and failure signatures (one object per rule set)
+        if calls is None:
+            calls = next((r.calls for r in self.rules if r.calls is not None), None)
+        self.calls: CallFacts | None = None if calls is None or calls.empty else calls
         self.order = {r.id: i for i, r in enumerate(self.rules)}  # load order, by id
         supp = list(suppressions)
         self.exceptions: dict[str, tuple[ExceptionSpec, ...]] = {}
@@ -144,13 +152,17 @@ class Engine:
         self.any_type: list[Rule] = []
         # rules that read the same event types share one population counter (the
         # index window rules count in), so a rule need not be called to count an event
-        self.populations: dict[frozenset[str] | None, int] = {}
+        self.populations: dict[Any, int] = {}
         self.population_of: dict[str, int] = {}
+        # a rule that ignores some events counts only the others: a population of its own
+        self.own_population: dict[str, int] = {}
         for r in self.rules:
             if not r.reads_events:
                 continue
-            self.population_of[r.id] = self.populations.setdefault(
-                r.events, len(self.populations))
+            key: Any = r.events if r.ignore is None else ("ignore", r.id)
+            self.population_of[r.id] = self.populations.setdefault(key, len(self.populations))
+            if r.ignore is not None:
+                self.own_population[r.id] = self.population_of[r.id]
             if r.events is None:
                 self.any_type.append(r)
             else:
@@ -206,8 +218,9 @@ class Engine:
         if hit is None:
             rules = self.by_type.get(etype, []) + self.any_type
             rules.sort(key=lambda r: self.order[r.id])
+            own = set(self.own_population.values())
             pops = tuple(i for key, i in self.populations.items()
-                         if key is None or etype in key)
+                         if i not in own and (key is None or etype in key))
             hit = (pops, [self._target(r, etype) for r in rules])
             self._table[etype] = hit
         return hit
@@ -221,7 +234,8 @@ class Engine:
             pred = r.typed[etype]
             if pred is None or pred is never:
                 gate = None  # decided by the type alone
-        return (pred, self.excepted[r.id], self.order[r.id], gate)
+        return (pred, self.excepted[r.id], self.order[r.id], gate, r.ignore,
+                self.own_population.get(r.id, -1))
 
 
 def _excepted(specs: tuple[ExceptionSpec, ...]
@@ -268,6 +282,12 @@ class SampleWatch:
         # hashes of the user messages that prompted model turns so far (bounded): one seen
         # again verbatim is the harness repeating itself (a continue message), not a person
         self.prompts: dict[int, None] = {}
+        # tool calls so far, those that changed (or may have changed) state, whether the
+        # current one did, and the last few (seq, name, effect or FAILED): see _call_facts
+        self.call_seq = 0
+        self.changed = False
+        self.changes = 0
+        self.recent_calls: list[tuple[int, str, str]] = []
 
     def _state(self, i: int) -> RuleState:
         """Rule ``i``'s state, created on first use."""
@@ -305,6 +325,8 @@ class SampleWatch:
             self.cache = {}
         if event.get("prompt_role") == "user":
             self._prompt_seen(event)
+        elif self.engine.calls is not None and event.get("type") == "tool":
+            self._call_facts(event, self.engine.calls)
         out: list[Finding] = []
         for st in self.clocked:
             if st.ep is not None:
@@ -321,8 +343,12 @@ class SampleWatch:
             pop[i] += 1
         sv = self.sample_view
         states = self.state_list
-        for pred, excepted, i, gate in targets:
+        for pred, excepted, i, gate, ignore, own in targets:
             try:
+                if ignore is not None:
+                    if ignore(event):
+                        continue  # invisible to this rule: not a match, not a miss
+                    pop[own] += 1
                 if gate is not None and not gate.open(event):
                     matched = False  # the shared scan rules out every pattern of the predicate
                 else:
@@ -343,6 +369,38 @@ class SampleWatch:
             if found:
                 out += found
         return out
+
+    def _call_facts(self, event: Event, calls: CallFacts) -> None:
+        """Set a tool event's ``effect`` and ``failure`` (engine.calls), and remember the
+        call: repeat rules ask which calls ran between two repeats and what they may
+        have changed (``calls_between``)."""
+        effect, name = calls.effect(event)
+        event["effect"] = effect
+        failure = event["failure"] = calls.failure(event)
+        self.call_seq += 1
+        self.changed = False
+        if effect in CHANGES:
+            # a call that failed (raised, or said so) is taken as having changed nothing:
+            # a booking refused, a command that did not run
+            if event.get("has_error") or failure is not None:
+                effect = FAILED
+            else:
+                self.changes += 1
+                self.changed = True
+        recent = self.recent_calls
+        recent.append((self.call_seq, name, effect))
+        if len(recent) > RECENT_CALLS:
+            del recent[0]
+
+    def calls_between(self, after: int, before: int) -> dict[tuple[str, str], int]:
+        """The calls strictly between call numbers ``after`` and ``before`` that are still
+        remembered (the last :data:`RECENT_CALLS`), counted by (name, effect)."""
+        counts: dict[tuple[str, str], int] = {}
+        if before - after > 1:
+            for seq, name, effect in self.recent_calls:
+                if after < seq < before:
+                    counts[(name, effect)] = counts.get((name, effect), 0) + 1
+        return counts
 
     def _prompt_seen(self, event: Event) -> None:
         """Set ``prompt_seen``: the (whole) user message that prompted this model turn

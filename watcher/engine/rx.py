@@ -213,6 +213,7 @@ def _options() -> Any:
 
 _OPTIONS: Final = _options()
 _UNANCHORED: Final = _re2._re2.RE2.Anchor.UNANCHORED
+_AT_START: Final = _re2._re2.RE2.Anchor.ANCHOR_START
 
 
 def _utf8(text: str) -> bytes:
@@ -243,6 +244,23 @@ class Pattern:
         data = _utf8(text)
         span = self._match(_UNANCHORED, data, 0, len(data))[0]
         return None if span[0] < 0 else span
+
+    def head(self, text: str) -> str | None:
+        """The text this pattern matches at the very start of ``text`` (``None`` when it
+        does not match there): how a wrapper prefix is found and taken off."""
+        data = _utf8(text)
+        span = self._match(_AT_START, data, 0, len(data))[0]
+        if span[0] < 0:
+            return None
+        return data[: span[1]].decode("utf-8", "surrogatepass")
+
+    def find(self, text: str) -> int:
+        """Where (in characters) the first match in ``text`` starts, or -1."""
+        data = _utf8(text)
+        span = self._match(_UNANCHORED, data, 0, len(data))[0]
+        if span[0] < 0:
+            return -1
+        return len(data[: span[0]].decode("utf-8", "surrogatepass"))
 
     def sub(self, repl: str, text: str) -> str:
         """``re.sub(pattern, repl, text)`` for a plain ``repl`` (no group references) and

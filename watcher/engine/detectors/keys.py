@@ -19,7 +19,13 @@ from watcher.events import Event
 NUM: Final = re.compile(r"\d+(?:\.\d+)?")
 # on RE2: in `re` this pattern is quadratic in a long word without a slash
 _PATHRX: Final = Pattern(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]*")
-NORMALISERS = ("whitespace", "case", "numbers", "paths")
+NORMALISERS = ("whitespace", "case", "numbers", "paths", "cosmetic")
+# what the `cosmetic` normaliser drops: spaces next to a quote, quote characters (and the
+# backslash escaping one inside JSON), a slash ending a path and a semicolon ending a
+# command; linear in the text (no nested repeats)
+_QUOTE_SPACE: Final = re.compile(r"""\s+(?=\\?["'`])|(?<=["'`])\s+""")
+_QUOTES: Final = re.compile(r"""\\?["'`]""")
+_TRAILING: Final = re.compile(r"""[/;]+(?=[\s}\],]|$)""")
 
 
 def normalise_text(text: str, steps: tuple[str, ...]) -> str:
@@ -43,6 +49,12 @@ def normalise_step(text: str, step: str) -> str:
         return _PATHRX.sub("<path>", text)
     if step == "numbers":
         return NUM.sub("#", text)
+    if step == "cosmetic":
+        # quoting, a trailing slash or semicolon, spacing: `ls -la "/srv/out/"` and
+        # `ls  -la /srv/out` are the same command (a change inside a quoted value, such
+        # as "a,b" vs "a, b", is not cosmetic and stays)
+        text = _QUOTES.sub("", _QUOTE_SPACE.sub("", text))
+        return collapse_ws(_TRAILING.sub("", text))
     return text
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rapidfuzz import fuzz
 
+from watcher.engine.calls import EFFECT_WORDS
 from watcher.engine.detectors.base import (
     COMMON_FACTS,
     PREFIX_256,
@@ -42,6 +43,7 @@ from watcher.engine.detectors.params import (
     NAMES,
     NUMBER,
     PATH,
+    PRED,
     TABLE,
     WINDOW,
     Kind,
@@ -49,7 +51,7 @@ from watcher.engine.detectors.params import (
     Problem,
     Table,
 )
-from watcher.engine.rule import EVENT, CompiledPath
+from watcher.engine.rule import EVENT, CompiledPath, Pred
 from watcher.engine.text import cache_key
 from watcher.events import Event
 from watcher.findings import Finding
@@ -61,7 +63,9 @@ if TYPE_CHECKING:
 REPEAT_FACTS: frozenset[str] = COMMON_FACTS | {
     "exact", "similarity", "results_identical", "results_changed", "distinct_results",
     "period", "cycle", "repetitions", "key", "streak", "between", "compared_on", "compared",
+    "changes_between", "between_calls", "breaks_between",
 }
+BETWEEN_NAMES: Final = 8  # distinct calls named in ``between_calls``
 
 
 @dataclass
@@ -80,6 +84,9 @@ class RepeatSpec:
     same_result: bool = False
     # the fields identity is judged on (key and result): served cut, identity is not known
     id_fields: tuple[str, ...] = ()
+    # events (of the rule's types, not repeats) that end a streak when they come between
+    # two repeats: a user's reply, after which the next variant may be what they asked for
+    breaks: Pred | None = None
     kind: str = "repeat"
 
     @property
@@ -112,11 +119,13 @@ class _Entry:
     (for the distinct counts) and the event's mark.
     """
 
-    __slots__ = ("idx", "ts", "nkey", "raw", "result", "mark", "cut")
+    __slots__ = ("idx", "ts", "nkey", "raw", "result", "mark", "cut", "seq", "chg", "upto",
+                 "brk")
 
     def __init__(self, idx: int, ts: float, nkey: Any, raw: int,
                  result: int | None, mark: tuple[Any, str, Any, Any, bool],
-                 cut: str = WHOLE_VALUES) -> None:
+                 cut: str = WHOLE_VALUES, seq: int = -1, chg: int = 0, upto: int = 0,
+                 brk: int = 0) -> None:
         self.idx = idx
         self.ts = ts
         self.nkey = nkey
@@ -124,6 +133,12 @@ class _Entry:
         self.result = result
         self.mark = mark
         self.cut = cut  # what the key and result were compared on (the compared_on fact)
+        # the tool call's number in the sample, and the state-changing calls before it and
+        # up to it (SampleWatch.call_seq, .changes; seq -1: call effects are not known)
+        self.seq = seq
+        self.chg = chg
+        self.upto = upto
+        self.brk = brk  # the rule's ``breaks`` events seen before this one
 
 
 FUZZY_KEY_CHARS: Final = 512  # fuzzy keys are compared on this much text
@@ -148,6 +163,7 @@ class RepeatState(RuleState):
             deque(maxlen=self.recent.maxlen) if spec.cycles else None)
         # the current event's raw key (see raw_key_text): a finding shows the latest one
         self.raw_now: Any = ""
+        self.brk = 0  # ``breaks`` events seen so far
         self.step_keys = spec.step_keys
         self.part_keys = spec.part_keys
         self.cache_key = spec.step_keys[-1]
@@ -300,6 +316,8 @@ class RepeatState(RuleState):
             while win and (win[0].idx <= lim or (sec is not None and ts - win[0].ts > sec)):
                 self._pop()
         if not matched:
+            if spec.breaks is not None and spec.breaks(e):
+                self.brk += 1
             if self.ep is not None:  # a cycle is broken by any other event
                 out += self.end(ts)
             if self.eps:
@@ -328,7 +346,14 @@ class RepeatState(RuleState):
             if len(norm) > FUZZY_KEY_CHARS and cut == WHOLE_VALUES:
                 cut = FUZZY_PREFIX
         mark = event_mark(e, cache)
-        entry = _Entry(self.idx, ts, nkey, rawh, result, mark, cut)
+        watch = self.watch
+        if "effect" in e:
+            # watch.changes already counts this call if it changed something
+            seq, upto = watch.call_seq, watch.changes
+            chg = upto - 1 if watch.changed else upto
+        else:
+            seq, chg, upto = -1, 0, 0
+        entry = _Entry(self.idx, ts, nkey, rawh, result, mark, cut, seq, chg, upto, self.brk)
         win.append(entry)
         self.counts[nkey] = self.counts.get(nkey, 0) + 1
         if self.ep is None and not self.eps:  # the common case: nothing open
@@ -368,7 +393,9 @@ class RepeatState(RuleState):
         return out
 
     def armed(self) -> bool:
-        return self.ep is not None or bool(self.eps)
+        # with ``breaks``, an event between two repeats matters while any is in the window
+        return self.ep is not None or bool(self.eps) or (
+            self.spec.breaks is not None and bool(self.win))
 
     def _end_plain(self, key: Any, now: float) -> list[Finding]:
         return self.end(now, self.eps.pop(key))
@@ -457,6 +484,10 @@ class RepeatState(RuleState):
         ep.data["run"] = 0  # the current run of back-to-back members with one result
         ep.facts["streak"] = 0
         ep.facts["between"] = 0
+        ep.facts["changes_between"] = 0
+        ep.facts["breaks_between"] = 0
+        ep.facts["between_calls"] = ""
+        ep.data["between"] = {}  # (name, effect) -> calls between the repeats
         ep.facts["compared_on"] = WHOLE_VALUES
         for m in members:
             self._grow(ep, m)
@@ -497,13 +528,17 @@ class RepeatState(RuleState):
         """The facts on what happened between the repeats.
 
         ``between`` counts the other calls (events of the rule's types that are not
-        repeats) made between the first repeat and this one: an edit between two runs
-        of the same test makes them iteration, not a loop. ``streak`` is the longest run
-        of repeats made back to back (nothing between) with the same result, and never
-        shrinks: three identical calls in a row stay a fact whatever follows. A cycle's
-        rounds are back to back by construction, so there it counts the repetitions.
-        ``compared_on`` says what identity was judged on (whole values, or a prefix when
-        the source served no more: the finding is then capped at ``low``).
+        repeats) made between the first repeat and this one; ``changes_between`` those of
+        them that may change what the repeated call sees (effect ``write`` or
+        ``unknown``, engine.calls), and ``between_calls`` names them with their effects:
+        an edit between two runs of the same test makes them iteration, a ``think()`` or a
+        ``cat`` does not. Where effects are not known (no ``effects:`` loaded) every call
+        between counts as a change. ``streak`` is the longest run of repeats with no
+        change between them and the same result, and never shrinks: three identical calls
+        in a row stay a fact whatever follows. A cycle's rounds are back to back by
+        construction, so there it counts the repetitions. ``compared_on`` says what
+        identity was judged on (whole values, or a prefix when the source served no more:
+        the finding is then capped at ``low``).
         """
         f = ep.facts
         if m.cut != WHOLE_VALUES and f.get("compared_on") == WHOLE_VALUES:
@@ -517,14 +552,32 @@ class RepeatState(RuleState):
         if last is None:
             run = 1
         else:
-            gap = m.idx - last.idx - 1
+            breaks = m.brk - last.brk
+            gap = m.idx - last.idx - 1 - breaks
+            changes = gap
             if gap > 0:
                 f["between"] = f["between"] + gap
-            run = run + 1 if gap <= 0 and m.result == last.result else 1
+                if m.seq >= 0 and last.seq >= 0:
+                    changes = m.chg - last.upto
+                    self._name_between(ep, last.seq, m.seq)
+                f["changes_between"] = f["changes_between"] + max(changes, 0)
+            if breaks > 0:
+                f["breaks_between"] = f["breaks_between"] + breaks
+            run = run + 1 if changes <= 0 and breaks == 0 and m.result == last.result else 1
         ep.data["run"] = run
         ep.data["last"] = m
         if run > f["streak"]:
             f["streak"] = run
+
+    def _name_between(self, ep: Episode, after: int, before: int) -> None:
+        """Add the calls between two repeats to the episode's ``between_calls``."""
+        seen: dict[tuple[str, str], int] = ep.data["between"]
+        for k, n in self.watch.calls_between(after, before).items():
+            if k in seen or len(seen) < BETWEEN_NAMES:
+                seen[k] = seen.get(k, 0) + n
+        parts = [(f"{name} x{n}" if n > 1 else name) + f" ({EFFECT_WORDS[eff]})"
+                 for (name, eff), n in seen.items()]
+        ep.facts["between_calls"] = "; ".join(parts)
 
 
 def raw_key_text(raw: Any) -> str:
@@ -549,7 +602,8 @@ def build(v: dict[str, Any]) -> RepeatSpec | Problem:
         tuple(v["normalise"]),
         (cycles["max_period"], cycles["min_repeats"]) if cycles is not None else None,
         v["consecutive"], v["same_result"],
-        id_fields=tuple(sorted(key.fields | (rkey.fields if rkey else set()))))
+        id_fields=tuple(sorted(key.fields | (rkey.fields if rkey else set()))),
+        breaks=v["breaks"])
     _ = spec.step_keys, spec.part_keys  # made now, shared by every sample's state
     return spec
 
@@ -579,6 +633,8 @@ KIND = Kind(
               ))),
         Param("consecutive", BOOL, "Only back-to-back repeats count.", default=False,
               stop=True),
+        Param("breaks", PRED, "Events between two repeats that end a streak (e.g. a user's "
+              "reply with new content: the next variant may be what they asked for)."),
         Param("same_result", BOOL, "Calls count toward one another only with equal results.",
               default=False, stop=True, requires=(
                   "result_key", "same_result compares result keys, and this repeat has none",

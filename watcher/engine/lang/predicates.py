@@ -61,6 +61,9 @@ class Registry:
         # by node: its closure (a macro's is made once) and its gate (see nodes.gate)
         self.lowered: dict[Node, Pred] = {}
         self.gates: dict[Node, Gate | None] = {}
+        # the effects and failure signatures of the rule set's library documents
+        # (engine.calls.CallFacts), set by the loader once they are all read
+        self.calls: Any = None
 
     @property
     def macro_nodes(self) -> dict[str, Node]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from watcher.engine.calls import CLASSIFIERS
 from watcher.engine.detectors import DETECTORS
 from watcher.engine.lang.params import WINDOW_SCHEMA, table_schema
 from watcher.engine.lang.predicates import TEXT_TESTS
@@ -26,6 +27,7 @@ from watcher.engine.lang.schema import (
     REQUIRED,
 )
 from watcher.engine.rule import EVENT
+from watcher.engine.shell import EFFECTS
 from watcher.events import TIERS
 from watcher.findings import CONFIDENCE_LEVELS, SEVERITY_LEVELS
 
@@ -115,6 +117,55 @@ def _meta_properties() -> dict[str, Any]:
     return out
 
 
+def _effects_schema() -> dict[str, Any]:
+    """``effects:`` of a library document (docs/rules.md, "Call effects")."""
+    effect = {"enum": list(EFFECTS)}
+    words = {"type": "array", "items": {"type": ["string", "boolean"]}}
+    table = {"type": "object", "additionalProperties": effect}
+    entry = {
+        "type": "object", "additionalProperties": False, "required": ["tool"],
+        "properties": {
+            "tool": STR_OR_LIST, "effect": effect, "argument": STR_OR_LIST,
+            "values": table, "otherwise": effect, "classify": {"enum": list(CLASSIFIERS)},
+            "reason": {"type": "string"}},
+        "oneOf": [{"required": [k]} for k in ("effect", "values", "classify")]}
+    return {
+        "type": "object", "additionalProperties": False,
+        "description": "What tool calls may change: none, read, write or unknown.",
+        "properties": {
+            "tools": {"type": "array", "items": entry},
+            "shell": {"type": "object", "additionalProperties": False, "properties": {
+                "none": words, "read": words, "write": words,
+                "flags": {"type": "object", "additionalProperties": table},
+                "subcommands": {"type": "object", "additionalProperties": table},
+                "wrappers": {"type": "object", "additionalProperties": {
+                    "type": "integer", "minimum": 0, "maximum": 8}},
+                "execs": {"type": "object", "additionalProperties": words},
+                "valued": {"type": "object", "additionalProperties": words}}},
+            "sql": {"type": "object", "additionalProperties": False, "properties": {
+                "none": words, "read": words, "write": words}}}}
+
+
+def _failures_schema() -> dict[str, Any]:
+    """``failures:`` of a library document (docs/rules.md, "Failure signatures")."""
+    props: dict[str, Any] = {"id": {"type": "string"}, "regex": {"type": "string"},
+                             "note": {"type": "string"}}
+    item: dict[str, Any] = {"type": "object", "additionalProperties": False,
+                            "required": ["id", "regex"], "properties": props}
+    wrapper = {**item, "properties": {**props, "end": {"type": "string"}}}
+    sig = {**item, "properties": {**props, "at": {"enum": ["first", "start", "last"]}}}
+    return {
+        "type": "object", "additionalProperties": False,
+        "description": "When a tool's output says it failed.",
+        "properties": {
+            "wrappers": {"type": "array", "items": wrapper},
+            "signatures": {"type": "array", "items": sig},
+            "lines": {"type": "integer", "minimum": 1, "maximum": 50},
+            "error_fields": {"type": "array", "items": {"type": "string"}},
+            "failing_exit_codes": {"type": "array", "items": {"type": "integer"}},
+            "failing_exit_from": {"type": "integer"}}}
+
+
 def rule_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one document of a rule file."""
     level = {"enum": list(CONFIDENCE_LEVELS)}
@@ -159,6 +210,9 @@ def rule_schema() -> dict[str, Any]:
             "act": {"type": "object", "description":
                     "The watchdog's action block (docs/watchdog.md); the rule engine "
                     "keeps it as written and does not interpret it."},
+            "ignore": {"$ref": PRED, "description":
+                       "Events the rule does not see at all: neither a match nor a miss, "
+                       "and no place in its windows."},
             **_predicate_properties(),
         },
         **_text_needs_field(),
@@ -169,12 +223,13 @@ def rule_schema() -> dict[str, Any]:
         "properties": {
             "lists": {"type": "object", "additionalProperties": {
                 "type": "array", "items": {"type": "string"}}},
-            "macros": {"type": "object", "additionalProperties": {"$ref": PRED}}}}
+            "macros": {"type": "object", "additionalProperties": {"$ref": PRED}},
+            "effects": _effects_schema(), "failures": _failures_schema()}}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "inspect-watch rule document",
         "description": "One YAML document of an inspect-watch rule file: a rule, or a "
-                       "library of lists and macros (docs/rules.md).",
+                       "library of lists, macros, effects and failures (docs/rules.md).",
         "oneOf": [{"$ref": "#/$defs/rule"}, {"$ref": "#/$defs/library"}],
         "$defs": {
             "rule": rule, "library": library, "detect": _detect(), "facts": _fact_tests(),

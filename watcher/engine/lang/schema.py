@@ -33,7 +33,14 @@ from watcher.engine.lang.paths import compile_path
 from watcher.engine.lang.predicates import PREDICATE_KEYS, PredicateCompiler, Registry
 from watcher.engine.lang.regex import compile_regex
 from watcher.engine.lang.templates import compile_template
-from watcher.engine.rule import EVENT, CompiledPath, ConfidenceCondition, ExceptionSpec, Rule
+from watcher.engine.rule import (
+    EVENT,
+    CompiledPath,
+    ConfidenceCondition,
+    ExceptionSpec,
+    Pred,
+    Rule,
+)
 from watcher.engine.text import bound_text
 from watcher.engine.yamlsrc import Doc, Path_
 from watcher.events import TIERS, tier_rank, to_text
@@ -42,7 +49,7 @@ from watcher.findings import CONFIDENCE_LEVELS, SEVERITY_LEVELS
 META_KEYS = (
     "id", "title", "description", "category", "severity", "tags", "references", "status",
     "enabled", "falsepositives", "events", "needs", "detect", "confidence", "confidence_when",
-    "exceptions", "message", "handoff", "tests", "author", "require", "act",
+    "exceptions", "message", "handoff", "tests", "author", "require", "act", "ignore",
 )
 RULE_KEYS = META_KEYS + PREDICATE_KEYS
 BUILTIN_CATEGORIES = (
@@ -58,7 +65,8 @@ ID_RX = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 CATEGORY_RX = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
 # event fields holding agent text: a rule reading them needs at least the content tier
 CONTENT_FIELDS = frozenset({"completion", "arguments", "args", "result", "error", "data",
-                            "message", "input", "output", "explanation"})
+                            "message", "input", "output", "explanation", "failure",
+                            "whole"})
 FULL_FIELDS = frozenset({"tool_calls", "tools", "raw"})
 
 
@@ -373,6 +381,20 @@ def _predicate(data: dict[str, Any], ctx: Ctx, pc: PredicateCompiler, kind: Kind
     return pc.node(spec, (), "rule")
 
 
+def _ignore(data: dict[str, Any], ctx: Ctx, pc: PredicateCompiler,
+            kind: Kind | None) -> Pred | None:
+    """``ignore:``: events the rule does not see at all (not even as a miss)."""
+    if "ignore" not in data:
+        return None
+    if kind is not None and kind.drive != EVENT:
+        ctx.error(BadDetectorParamsError, ("ignore",),
+                  f"ignore applies to events, and the {kind.name} detector reads none",
+                  kind.predicate_hint, at_key=True)
+        return None
+    node = pc.node(data["ignore"], ("ignore",), "ignore")
+    return None if node is None else lower(node, pc.registry.lowered)
+
+
 def _confidence(data: dict[str, Any], ctx: Ctx, kind: Kind | None) -> tuple[str, str]:
     base, reason = "medium", ""
     conf = data.get("confidence", "medium")
@@ -484,6 +506,7 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
     require = _fact_tests(rq, ctx, ("require",), kind) if ctx.expect(
         rq, dict, ("require",), "require") else {}
     excs = _exceptions(data, ctx)
+    ignore = _ignore(data, ctx, pc, kind)
     message = None
     if "message" in data:
         message = compile_template(data["message"], ctx, ("message",),
@@ -512,4 +535,5 @@ def parse_rule(doc: Doc, registry: Registry, errors: list[RuleError]) -> Rule | 
         author=meta["author"], source=doc.file, line=doc.start_line, data=data,
         fields=frozenset(pc.fields), drive=kind.drive,
         act_block=act, act_doc=doc if act is not None else None,
+        ignore=ignore, calls=registry.calls,
     )
