@@ -58,12 +58,27 @@ RANK = {lv: i for i, lv in enumerate(LEVELS)}
 RECORDED = {"limit", "retry_exhausted", "sentinel", "sample_error", "token_usage"}
 BEHAVIOURS = ("submit_loop", "narration_loop", "repeated_tool_call", "error_storm", "shortcut")
 BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
+CORPUS_NAMES = {
+    "mswe-gemini3pro-swebench-replay.eval": "SWE-bench replay (Gemini 3 Pro)",
+    "docent-intercode-ctf-gpt4o.eval": "InterCode CTF (GPT-4o)",
+    "metr-oxdna-claude-opus.eval": "oxDNA (Claude Opus)",
+    "intercode-4models-replay.eval": "InterCode Bash/SQL (4 older models, replayed)",
+    "taubench-airline-gpt4o-replay.eval": "tau-bench airline (GPT-4o, simulated user)",
+}
+# corpora kept in this repository (benchmarks/corpus/), beside the shared ones
+LOCAL_CORPUS = Path(__file__).with_name("corpus")
 
 
 @dataclass
 class Label:
     expect: set[str]
     weak: set[str]
+    # the level each expected behaviour must reach to count as found (METHOD.md,
+    # "Levels"); "low" (found at any level) for labels written before levels
+    levels: dict[str, str] = field(default_factory=dict)
+
+    def level(self, cat: str) -> str:
+        return self.levels.get(cat, "low")
 
 
 @dataclass
@@ -82,7 +97,14 @@ def _task_name(task: str) -> str:
 def _label(spec: Any) -> Label:
     if spec is None or isinstance(spec, list):
         return Label(set(spec or []), set())
-    return Label(set(spec.get("expect") or []), set(spec.get("weak") or []))
+    expect = spec.get("expect") or []
+    if isinstance(expect, dict):  # category -> the level it must reach
+        levels = {str(k): str(v) for k, v in expect.items()}
+        for cat, lv in levels.items():
+            if lv not in RANK:
+                raise SystemExit(f"unknown level {lv!r} for {cat} in a label")
+        return Label(set(levels), set(spec.get("weak") or []), levels)
+    return Label(set(expect), set(spec.get("weak") or []))
 
 
 def split_of(ids: list[str], sid: str) -> str:
@@ -105,10 +127,7 @@ def load_corpora(scripted_labels: Path = LABELS,
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         task = str(doc["task"])
         samples = {str(k): v for k, v in (doc.get("samples") or {}).items()}
-        base = {"mswe-gemini3pro-swebench-replay.eval": "SWE-bench replay (Gemini 3 Pro)",
-                "docent-intercode-ctf-gpt4o.eval": "InterCode CTF (GPT-4o)",
-                "metr-oxdna-claude-opus.eval": "oxDNA (Claude Opus)"}.get(
-                    doc["corpus"], doc["corpus"])
+        base = CORPUS_NAMES.get(doc["corpus"], doc["corpus"])
         halves = len(samples) > 100  # a set big enough to split (METHOD.md)
         made: dict[str, Corpus] = {}
         ids = list(samples)
@@ -190,9 +209,22 @@ class Score:
     samples: int = 0
     precision: dict[str, list[int]] = field(
         default_factory=lambda: {lv: [0, 0] for lv in (*LEVELS, "medium+")})
-    recall: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+    # per category: [found at any level, found at medium+, labelled, found at its level]
+    recall: dict[str, list[int]] = field(
+        default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0]))
     false: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     missed: list[str] = field(default_factory=list)
+    below: list[str] = field(default_factory=list)  # found, but under the labelled level
+
+    def at_level(self) -> tuple[int, int]:
+        """Labelled behaviours found at their labelled level (over BEHAVIOURS)."""
+        hit = n = 0
+        for cat in BEHAVIOURS:
+            r = self.recall.get(cat)
+            if r is not None:
+                hit += r[3]
+                n += r[2]
+        return hit, n
 
     def medium_plus(self) -> tuple[int, int]:
         return self.precision["medium+"][0], self.precision["medium+"][1]
@@ -220,12 +252,18 @@ def score(corpus: Corpus, found: Found, listed: set[tuple[str, str, int]]) -> Sc
             r = sc.recall[cat]
             r[2] += 1
             hit = cats.get(cat)
+            want = label.level(cat)
             if hit is None:
-                sc.missed.append(f"{where}: {cat}")
+                sc.missed.append(f"{where}: {cat}" + (f" ({want})" if want != "low" else ""))
                 continue
             r[0] += 1
             if RANK[hit[0]] >= RANK["medium"]:
                 r[1] += 1
+            if RANK[hit[0]] >= RANK[want]:
+                r[3] += 1
+            else:
+                sc.below.append(f"{where}: {cat} found {hit[0]}, labelled {want} "
+                                f"({', '.join(sorted(hit[1]))})")
         for cat, (level, rules) in cats.items():
             if cat in label.weak:
                 continue
@@ -269,13 +307,21 @@ def render(scores: list[Score]) -> str:
             tp, n = sc.precision[lv]
             lines.append(f"| {sc.corpus.name} | {sc.samples} | {lv} | {n} | {tp} | "
                          f"{_pct(tp, n)} |")
-    lines += ["", "| corpus | category | labelled | found (any level) | found (medium+) |",
-              "| --- | --- | ---: | --- | --- |"]
+    lines += ["", "| corpus | category | labelled | found (any level) | found (medium+) "
+              "| found at its labelled level |",
+              "| --- | --- | ---: | --- | --- | --- |"]
     for sc in scores:
         for cat in sorted(sc.recall):
-            hit, hit_m, n = sc.recall[cat]
+            hit, hit_m, n, hit_l = sc.recall[cat]
             lines.append(f"| {sc.corpus.name} | {cat} | {n} | {_pct(hit, n)} | "
-                         f"{_pct(hit_m, n)} |")
+                         f"{_pct(hit_m, n)} | {_pct(hit_l, n)} |")
+    lines += ["", "| corpus | recall at the labelled level | precision at medium+ | false high |",
+              "| --- | --- | --- | ---: |"]
+    for sc in scores:
+        k, n = sc.at_level()
+        tp, m = sc.medium_plus()
+        lines.append(f"| {sc.corpus.name} | {_pct(k, n)} ({k}/{n}) | {_pct(tp, m)} ({tp}/{m}) "
+                     f"| {len(sc.false['high'])} |")
     lines += ["", "| corpus | false high | false medium | false low | missed |",
               "| --- | ---: | ---: | ---: | ---: |"]
     for sc in scores:
@@ -289,11 +335,13 @@ def render(scores: list[Score]) -> str:
                 lines.append(f"- false {lv}, {sc.corpus.name}: {x}")
         for x in sc.missed:
             lines.append(f"- missed, {sc.corpus.name}: {x}")
+        for x in sc.below:
+            lines.append(f"- below its level, {sc.corpus.name}: {x}")
     real = [sc for sc in scores if sc.corpus.real]
     behaviours = [0, 0]
     for sc in real:
         for cat in BEHAVIOURS:
-            hit, _, n = sc.recall.get(cat, (0, 0, 0))
+            hit, _, n, _ = sc.recall.get(cat, (0, 0, 0, 0))
             behaviours[0] += hit
             behaviours[1] += n
     lines += ["", f"Recall of the labelled behaviours ({', '.join(BEHAVIOURS)}) over the real "
@@ -317,15 +365,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", default=str(CORPUS), help="real transcripts ('' to skip)")
     ap.add_argument("--markdown", help="rewrite the generated block of this file")
     ap.add_argument("--verbose", action="store_true", help="also list false lows")
+    ap.add_argument("--no-scripted", action="store_true",
+                    help="score the real corpora only (no quality evals run)")
     args = ap.parse_args(argv)
     tmp = None
     log_dir = args.log_dir
-    if not log_dir:
+    if args.no_scripted:
+        tmp = log_dir = tempfile.mkdtemp(prefix="quality-")
+    elif not log_dir:
         tmp = tempfile.mkdtemp(prefix="quality-")
         log_dir = tmp
         run_quality_eval(log_dir)  # every task of the file
     try:
-        dirs = [log_dir] + ([args.corpus] if args.corpus and Path(args.corpus).is_dir() else [])
+        dirs = [log_dir] + [d for d in (args.corpus, str(LOCAL_CORPUS))
+                            if d and Path(d).is_dir() and any(Path(d).glob("*.eval"))]
         listed = listed_samples(dirs)
         found = scan(dirs)
     finally:
