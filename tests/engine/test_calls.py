@@ -151,6 +151,8 @@ def test_failures_are_recognised_wherever_the_output_says_so(text: str, sig: str
     "2024-05-01 10:00 Error: retrying\n2024-05-01 10:01 Error: retrying",
     "abc123 Fix TypeError: in parser",
     "3 failed, 2 passed in 0.12s",
+    # a reproduction script that prints the assertion it checks, without crashing
+    "DeprecationWarning: old API\nrunning\nchecking\nAssertionError: expected 2, got 1",
     '{"result": "ok", "error": null}',
     "",
 ])

@@ -13,7 +13,9 @@ look-alikes), ``python`` prints the literals it is asked to print.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 from typing import Any
 
@@ -21,7 +23,7 @@ from inspect_ai import Task, task
 from inspect_ai.agent import AgentState, react
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
-from inspect_ai.tool import Tool, ToolError, tool
+from inspect_ai.tool import Tool, ToolError, think, tool
 from inspect_ai.util import store
 
 from watcher.scripted import scripted_model
@@ -358,11 +360,186 @@ CONVERSATIONS: dict[str, list[dict[str, Any]]] = {
 }
 
 
+async def _pace() -> None:
+    """``QUALITY_TOOL_DELAY`` seconds per call of the tools below (0 by default), so a
+    live watch sees the run unfold."""
+    delay = float(os.environ.get("QUALITY_TOOL_DELAY", "0") or 0)
+    if delay:
+        await asyncio.sleep(delay)
+
+
+# airline tools as conversational benchmarks have them: failures come back as text
+# ("Error: ..."), not as raised tool errors
+AIRLINE_ERRORS = {"AB99": "Error: payment amount does not add up",
+                  "gift_card_1": "Error: gift card balance is not enough",
+                  "gift_card_2": "Error: gift card balance is not enough",
+                  "gift_card_3": "Error: gift card balance is not enough"}
+
+
+@tool
+def book_reservation() -> Tool:
+    async def execute(user_id: str, flight: str, payment_id: str, amount: int) -> str:
+        """Book a flight for a user (simulated).
+
+        Args:
+            user_id: The user.
+            flight: The flight number.
+            payment_id: The payment method.
+            amount: The amount to charge.
+        """
+        await _pace()
+        error = AIRLINE_ERRORS.get(flight) or AIRLINE_ERRORS.get(payment_id)
+        return error or json.dumps({"reservation_id": "ZFA04Y", "flight": flight})
+
+    return execute
+
+
+@tool
+def get_user_details() -> Tool:
+    async def execute(user_id: str) -> str:
+        """Look up a user's profile (simulated).
+
+        Args:
+            user_id: The user.
+        """
+        return json.dumps({"user_id": user_id, "payment_methods": ["gift_card_1",
+                           "gift_card_2", "gift_card_3", "credit_card_7"]})
+
+    return execute
+
+
+def call(function: str, **args: Any) -> dict[str, Any]:
+    return {"tool": function, "args": args}
+
+
+BOOKING = {"user_id": "mia_li_3668", "flight": "AB99", "payment_id": "credit_card_7",
+           "amount": 255}
+AIRLINE: dict[str, list[dict[str, Any]]] = {
+    # the same booking with the same arguments and the same error three times, with only
+    # Inspect's think() between: a loop, not iteration
+    "conversation-think-between-failures": [
+        text("Hello! I can book that. What is your user id?"),
+        call("get_user_details", user_id="mia_li_3668"),
+        call("book_reservation", **BOOKING),
+        call("think", thought="The amount may be off; the fare is 255, so try again."),
+        call("book_reservation", **BOOKING),
+        call("think", thought="It should work this time."),
+        call("book_reservation", **BOOKING),
+        text("I am sorry, the booking could not be completed."),
+        submit(),
+    ],
+    # look-alike: each retry uses another card the customer named in their reply
+    "conversation-user-asked-variants": [
+        text("Hello! Which card should I charge?"),
+        call("book_reservation", user_id="u", flight="HA1", payment_id="gift_card_1", amount=9),
+        text("That card has too little on it. Which other card?"),
+        call("book_reservation", user_id="u", flight="HA1", payment_id="gift_card_2", amount=9),
+        text("That one too. Any other?"),
+        call("book_reservation", user_id="u", flight="HA1", payment_id="gift_card_3", amount=9),
+        text("I am sorry, none of the gift cards covers it. Shall I use the credit card?"),
+        submit(),
+    ],
+}
+
+
 @task
 def quality_conversation() -> Task:
     """Agents answered by a simulated user (text turns are conversation, not narration)."""
     return Task(
-        dataset=[_sample(k, v) for k, v in CONVERSATIONS.items()],
-        solver=react(tools=[bash(), python()], on_continue=simulated_user),
+        dataset=[_sample(k, v) for k, v in {**CONVERSATIONS, **AIRLINE}.items()],
+        solver=react(tools=[bash(), python(), book_reservation(), get_user_details(),
+                            think()], on_continue=simulated_user),
+        scorer=includes(), message_limit=60, model=scripted_model("q"),
+    )
+
+
+# ------------------------------------------------------------------ a weak model's shell
+
+WRAP = ("{setting} Output: {out}\nReward: 0.0\nHere is the query again: \"{task}\"\n"
+        "Try something different to generate {lang} command to get a reward of 1.\n")
+SHELL_FAILS = {
+    "awk": "awk: line 1: syntax error at source line 1",
+    "find": "find: invalid -size type `x'",
+    "frob": "/bin/bash: line 1: frob: command not found",
+    "cat": "cat: /data/missing.txt: No such file or directory",
+    "ls": "ls: cannot access '/data/x': No such file or directory",
+}
+
+
+@tool
+def shell() -> Tool:
+    async def execute(command: str) -> str:
+        """Run a Bourne Shell command in the task's file system (simulated; replies in
+        the harness's wrapper, as InterCode does).
+
+        Args:
+            command: The command.
+        """
+        await _pace()
+        word = command.split()[0] if command.split() else ""
+        out = SHELL_FAILS.get(word)
+        if out is None:
+            out = "No output" if "grep" in command else f"{len(command)} files"
+        if "quoted-errors" in command:
+            out = "src/io.c:42:    perror(\"open: No such file or directory\");"
+        return WRAP.format(setting="Bourne Shell", out=out, task="count files", lang="BASH")
+
+    return execute
+
+
+@tool
+def sql() -> Tool:
+    async def execute(command: str) -> str:
+        """Run a MySQL query (simulated; replies in the harness's wrapper).
+
+        Args:
+            command: The query.
+        """
+        await _pace()
+        low = command.lower()
+        if "graduation_date" in low:
+            out = "Error executing query: Unknown column 'graduation_date' in 'order clause'"
+        elif "from singers" in low:
+            out = "Error executing query: Table 'concert.singers' doesn't exist"
+        else:
+            out = "[('Ann',), ('Bob',)]"
+        return WRAP.format(setting="MySQL Database", out=out, task="list names", lang="SQL")
+
+    return execute
+
+
+def cmd(tool_name: str, *commands: str) -> list[dict[str, Any]]:
+    return [{"tool": tool_name, "args": {"command": c}} for c in commands]
+
+
+WEAK: dict[str, list[dict[str, Any]]] = {
+    # failures behind the harness's wrapper, each a different command
+    "weak-storm-behind-wrapper": cmd("shell", "ls /data", "awk '{print $3 > 1}' f",
+                                     "find . -size +1x", "frob --all", "cat /data/missing.txt",
+                                     "ls /data/x") + [submit()],
+    # one failing query re-sent with cosmetic changes, the same error each time
+    "weak-cosmetic-failing-variants": cmd(
+        "sql", "SELECT name FROM students ORDER BY graduation_date ASC",
+        "SELECT name FROM students ORDER BY graduation_date DESC",
+        "select name from students order by graduation_date asc limit 1",
+        "SELECT name FROM students ORDER BY graduation_date LIMIT 1") + [submit()],
+    # the identical failing query again and again
+    "weak-identical-failing-query": cmd("sql", *["SELECT name FROM singers"] * 5)
+    + [submit()],
+    # look-alikes: exploration that succeeds, and error words quoted in a listing
+    "weak-exploration": cmd("sql", "SHOW TABLES", "DESC students", "SELECT name FROM students")
+    + cmd("shell", "wc -l notes.txt", "head -3 notes.txt") + [submit()],
+    "weak-quoted-errors": cmd("shell", "grep -rn quoted-errors src", "grep -rn quoted-errors lib",
+                              "grep -rn quoted-errors docs", "grep -rn quoted-errors tests")
+    + [submit()],
+}
+
+
+@task
+def quality_weak() -> Task:
+    """A weak model on shell and SQL tasks, answered through a harness's output wrapper."""
+    return Task(
+        dataset=[_sample(k, v) for k, v in WEAK.items()],
+        solver=react(tools=[shell(), sql()]),
         scorer=includes(), message_limit=60, model=scripted_model("q"),
     )

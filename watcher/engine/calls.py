@@ -103,6 +103,9 @@ class Signature:
     # non-empty line (of the output, without the wrapper's end)
     at: str = "first"
     needles: tuple[str, ...] | None = None  # as Wrapper.needles
+    # the signature counts only when this also matches somewhere in the output read (its
+    # first and last characters): a Python exception line ends a traceback
+    also: Pattern | None = None
 
     def starts(self, line: str) -> bool:
         needles = self.needles
@@ -186,7 +189,8 @@ class FailureLibrary:
             last = tail.rstrip().rsplit("\n", 1)[-1].strip()[:MAX_LINE_CHARS]
             if last and self.any_last(last) is not None:
                 for sig in self._last_sigs:
-                    if sig.starts(last):
+                    if sig.starts(last) and (sig.also is None or sig.also.search(head) is not None
+                                             or sig.also.search(tail) is not None):
                         return sig.id
         if code is not None and (code in self.failing_exit_codes or code < 0 or (
                 self.failing_exit_from is not None and code >= self.failing_exit_from)):
@@ -206,7 +210,8 @@ class FailureLibrary:
             ln = ln[:MAX_LINE_CHARS]
             if any_first(ln) is not None:
                 for sig in self._first_sigs:
-                    if (seen == 0 or sig.at != "start") and sig.starts(ln):
+                    if (seen == 0 or sig.at != "start") and sig.starts(ln) and (
+                            sig.also is None or sig.also.search(head) is not None):
                         return sig.id
             seen += 1
             if seen >= want:

@@ -37,7 +37,7 @@ _SQL_KEYS = ("none", "read", "write")
 _FAILURE_KEYS = ("wrappers", "signatures", "lines", "error_fields", "failing_exit_codes",
                  "failing_exit_from")
 _WRAPPER_KEYS = ("id", "regex", "end", "note")
-_SIGNATURE_KEYS = ("id", "regex", "at", "note")
+_SIGNATURE_KEYS = ("id", "regex", "at", "with", "note")
 
 
 class CallSpecs:
@@ -229,8 +229,9 @@ class CallSpecs:
             if not ctx.expect(item["id"], str, sp + ("id",), "a signature id"):
                 continue
             pat = compile_regex(item["regex"], ctx, sp + ("regex",))
-            if pat is not None:
-                sigs.append(Signature(item["id"], pat, at, _needles(pat)))
+            also = compile_regex(item["with"], ctx, sp + ("with",)) if "with" in item else None
+            if pat is not None and ("with" not in item or also is not None):
+                sigs.append(Signature(item["id"], pat, at, _needles(pat), also))
         self.wrappers.append(wrappers)
         self.signatures.append(sigs)
         if "lines" in data and ctx.expect(data["lines"], int, p + ("lines",), "lines"):

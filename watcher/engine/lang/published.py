@@ -153,7 +153,8 @@ def _failures_schema() -> dict[str, Any]:
     item: dict[str, Any] = {"type": "object", "additionalProperties": False,
                             "required": ["id", "regex"], "properties": props}
     wrapper = {**item, "properties": {**props, "end": {"type": "string"}}}
-    sig = {**item, "properties": {**props, "at": {"enum": ["first", "start", "last"]}}}
+    sig = {**item, "properties": {**props, "at": {"enum": ["first", "start", "last"]},
+                                  "with": {"type": "string"}}}
     return {
         "type": "object", "additionalProperties": False,
         "description": "When a tool's output says it failed.",

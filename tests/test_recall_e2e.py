@@ -1,0 +1,72 @@
+"""Real loops at the level they deserve, acted out by real evals and watched live: a
+conversational agent that thinks between identical failing bookings (high), a weak
+model's failures behind a harness's output wrapper (an error storm), one failing query
+re-sent with cosmetic changes (medium) and identically (high); and their look-alikes (a
+customer asking for another card each time, exploration that works, error words quoted
+in a listing) stay below medium. Live findings equal post-hoc ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.evalproc import REPO
+from tests.test_watch_e2e import cli, findings, folded
+from watcher.findings import confidence_rank
+
+pytestmark = pytest.mark.e2e
+
+QUALITY = REPO / "tests" / "evals" / "quality_evals.py"
+
+
+def best(records: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """(sample, category) -> the highest level any finding reached."""
+    out: dict[tuple[str, str], str] = {}
+    for d in records:
+        key = (d["sample_id"], d["category"])
+        if key not in out or confidence_rank(d["confidence"]) > confidence_rank(out[key]):
+            out[key] = d["confidence"]
+    return out
+
+
+def test_real_loop_shapes_reach_their_level_live_and_post_hoc(eval_runner: Any,
+                                                              tmp_path: Path) -> None:
+    env = {"QUALITY_TOOL_DELAY": "0.2"}
+    weak = eval_runner("quality_weak", task_file=QUALITY, env=env)
+    talk = eval_runner("quality_conversation", task_file=QUALITY, env=env)
+    weak.discovery()
+    talk.discovery()
+    out = tmp_path / "live.jsonl"
+    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3")
+    assert live.returncode == 0, live.stderr
+    assert weak.wait() == 0 and talk.wait() == 0
+    got = findings(out)
+    level = best(got)
+    assert level[("conversation-think-between-failures", "repeated_tool_call")] == "high"
+    assert level[("weak-identical-failing-query", "repeated_tool_call")] == "high"
+    assert level[("weak-cosmetic-failing-variants", "repeated_tool_call")] == "medium"
+    assert confidence_rank(level[("weak-storm-behind-wrapper", "error_storm")]) >= 1
+    assert confidence_rank(level[("weak-identical-failing-query", "error_storm")]) >= 1
+    loud = {k: v for k, v in level.items() if confidence_rank(v) >= 1 and k[0] in (
+        "conversation-user-asked-variants", "weak-exploration", "weak-quoted-errors",
+        "conversation-booking", "conversation-long-talk")}
+    assert not loud, loud
+    # the evidence names what ran between the repeats, and why it did not count
+    think = folded(got)[("repeated-tool-call", "conversation-think-between-failures")]
+    facts = think["evidence"]["facts"]
+    assert facts["changes_between"] == 0 and "think x2 (changes nothing)" in facts[
+        "between_calls"]
+    # the same runs read back from their logs give the same findings
+    posts: list[dict[str, Any]] = []
+    for proc in (weak, talk):
+        post = tmp_path / f"post-{len(posts)}.jsonl"
+        res = cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
+                  "--output", str(post))
+        assert res.returncode == 0, res.stderr
+        posts += findings(post)
+    assert {k: (v["confidence"], v["count"], v["evidence"]["facts"].get("between_calls"))
+            for k, v in folded(got).items()} == {
+        k: (v["confidence"], v["count"], v["evidence"]["facts"].get("between_calls"))
+        for k, v in folded(posts).items()}
