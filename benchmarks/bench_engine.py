@@ -150,10 +150,12 @@ def recorded(engine: Engine, n: int, repeat: int, corpus: str | None) -> None:
           f"{sum(args_len) / max(len(args_len), 1):.0f} chars), replayed x{reps}")
     best = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        # CPU time of this process (pinned to one core): on a shared machine the wall
+        # clock counts other jobs' time slices too
+        t0 = time.process_time()
         for r in range(reps):
             feed_samples(engine, samples, r * len(samples))
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
     print(f"recorded, all events:   {reps * per_pass / best:>10,.0f} events/s "
           f"(best of {repeat}, {reps * per_pass:,} events)")
     print(f"recorded, rule-read:    {reps * read / best:>10,.0f} events/s")
@@ -197,9 +199,9 @@ def main() -> None:
     sizes = [len(str(e.get("arguments", ""))) for e in raw if e["event"] == "tool"]
     print(f"generated {len(raw):,} raw events in {t1 - t0:.1f}s; tool args "
           f"{min(sizes)}-{max(sizes)} chars (mean {sum(sizes) / len(sizes):.0f})")
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     events = [normalise(e, engine.tier) for e in raw]
-    t_norm = time.perf_counter() - t0
+    t_norm = time.process_time() - t0
     wanted = engine.event_types
     if wanted is not None:
         events = [e for e in events if e["type"] in wanted]
@@ -212,7 +214,7 @@ def main() -> None:
         found = feed_all(engine, events)
         wall = time.perf_counter() - t0
         cpu = time.process_time() - c0
-        best = min(best, wall)
+        best = min(best, cpu)  # rates are per CPU second (see ``recorded``)
         print(f"  run: {wall:.2f}s wall, {cpu:.2f}s cpu")
     print(f"findings emitted (new/updated/ended snapshots): {found:,}")
     print(f"feed only:        {len(events) / best:>10,.0f} events/s (best of {args.repeat})")
@@ -306,11 +308,16 @@ def per_rule(engine: Engine, events: list[dict]) -> None:
             pops, targets = engine.targets(str(ev["type"]))
             for i in pops:
                 watch.pop[i] += 1
-            for pred, _excs, k in targets:
-                state = watch.state_list[k]
+            for pred, _excs, k, _gate, ignore, own in targets:
+                state = watch._state(k)
                 feed = state.feed
                 rid = state.rule.id
                 t0 = clock()
+                if ignore is not None:
+                    if ignore(ev):
+                        pred_cost[rid] = pred_cost.get(rid, 0.0) + clock() - t0
+                        continue
+                    watch.pop[own] += 1
                 matched = True if pred is None else pred(ev)
                 t1 = clock()
                 if matched or state.armed():

@@ -12,6 +12,7 @@ import pytest
 
 from tests.engine.util import episodes, load_text, run, tool
 from watcher.engine import load_rules
+from watcher.engine.calls import label
 from watcher.engine.errors import RuleLoadErrors
 from watcher.engine.shell import ShellClassifier, ShellWords, SqlWords, sql_effect
 
@@ -90,8 +91,11 @@ def test_standard_tools_and_named_tools() -> None:
 
 
 def test_evidence_labels_are_plain_and_short() -> None:
+    """Names in ``between_calls`` are agent-chosen (a program name): shown only as plain
+    characters, at most 40."""
     eff, name = CALLS.effect({"function": "bash", "args": {"cmd": "\x1b]52;c;evil\x07 x"}})
-    assert "\x1b" not in name and "\x07" not in name and len(name) <= 40
+    shown = label(name)
+    assert "\x1b" not in shown and "\x07" not in shown and len(label(name * 10)) <= 40
 
 
 def test_hostile_command_lines_stay_cheap() -> None:

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import orjson
 
-from watcher.engine.rx import Pattern
+from watcher.engine.rx import Pattern, translate
 from watcher.engine.shell import (
     EFFECTS,
     NONE,
@@ -121,9 +121,10 @@ Search = Callable[[str], Any]
 class FailureLibrary:
     """The ``failures:`` section: wrappers, signatures, error fields and exit codes.
 
-    ``any_wrapper``, ``any_first`` and ``any_last`` answer in one RE2 pass whether any
-    wrapper starts a text and whether any signature starts a line; which one is asked only
-    after a yes (most outputs are not failures), each behind its literal needles."""
+    ``any_first`` answers in one RE2 pass over the first lines (joined, the signatures
+    translated with ``^``/``$`` at line breaks) whether any signature starts one of them,
+    ``any_last`` the same for the last line; which one is asked only after a yes (most
+    outputs are not failures). Wrappers are ruled out by their literal needles first."""
 
     wrappers: list[Wrapper] = field(default_factory=list)
     signatures: list[Signature] = field(default_factory=list)
@@ -131,7 +132,6 @@ class FailureLibrary:
     error_fields: tuple[str, ...] = ()
     failing_exit_from: int | None = None  # a wrapper's exit code >= this is a failure
     failing_exit_codes: frozenset[int] = frozenset()  # and so are these
-    any_wrapper: Search | None = None
     any_first: Search | None = None
     any_last: Search | None = None
     _first_sigs: list[Signature] = field(init=False, repr=False, default_factory=list)
@@ -140,12 +140,10 @@ class FailureLibrary:
     def __post_init__(self) -> None:
         self._first_sigs = [s for s in self.signatures if s.at != "last"]
         self._last_sigs = [s for s in self.signatures if s.at == "last"]
-        if self.any_wrapper is None and self.wrappers:
-            self.any_wrapper = _anchored([w.start for w in self.wrappers])
         if self.any_first is None and self._first_sigs:
-            self.any_first = _anchored([x.pattern for x in self._first_sigs])
+            self.any_first = _line_starts([x.pattern for x in self._first_sigs])
         if self.any_last is None and self._last_sigs:
-            self.any_last = _anchored([x.pattern for x in self._last_sigs])
+            self.any_last = _line_starts([x.pattern for x in self._last_sigs])
 
     def failure(self, text: str) -> str | None:
         """The id of the signature that says ``text`` (a tool's output) is a failure.
@@ -157,19 +155,18 @@ class FailureLibrary:
         code: int | None = None
         skip = 0
         end: Pattern | None = None
-        if self.any_wrapper is not None:
+        if self.wrappers:
             start = text[:MAX_WRAPPER]
-            if self.any_wrapper(start) is not None:
-                for w in self.wrappers:
-                    if w.needles is not None and not any(n in start for n in w.needles):
-                        continue
-                    prefix = w.start.head(start)
-                    if prefix:
-                        m = _CODE.search(prefix)
-                        code = int(m.group(0)) if m is not None else None
-                        skip = len(prefix)
-                        end = w.end
-                        break
+            for w in self.wrappers:
+                if w.needles is not None and not any(n in start for n in w.needles):
+                    continue
+                prefix = w.start.head(start)
+                if prefix:
+                    m = _CODE.search(prefix)
+                    code = int(m.group(0)) if m is not None else None
+                    skip = len(prefix)
+                    end = w.end
+                    break
         if code == 0:
             return None
         head = text[skip:skip + MAX_SCAN].lstrip()
@@ -200,22 +197,24 @@ class FailureLibrary:
     def _first_lines(self, head: str) -> str | None:
         """The signature starting one of the first ``lines`` non-empty lines."""
         want = self.lines
-        seen = 0
-        any_first = self.any_first
-        assert any_first is not None
+        lines: list[str] = []
         for ln in head.split("\n", 4 * want)[: 4 * want]:
             ln = ln.strip()
-            if not ln:
-                continue
-            ln = ln[:MAX_LINE_CHARS]
-            if any_first(ln) is not None:
-                for sig in self._first_sigs:
-                    if (seen == 0 or sig.at != "start") and sig.starts(ln) and (
-                            sig.also is None or sig.also.search(head) is not None):
-                        return sig.id
-            seen += 1
-            if seen >= want:
-                break
+            if ln:
+                lines.append(ln[:MAX_LINE_CHARS])
+                if len(lines) >= want:
+                    break
+        if not lines:
+            return None
+        any_first = self.any_first
+        assert any_first is not None
+        if any_first("\n".join(lines)) is None:  # one pass: the common answer, no
+            return None
+        for i, ln in enumerate(lines):
+            for sig in self._first_sigs:
+                if (i == 0 or sig.at != "start") and sig.starts(ln) and (
+                        sig.also is None or sig.also.search(head) is not None):
+                    return sig.id
         return None
 
     def _json_error(self, text: str) -> bool:
@@ -227,10 +226,11 @@ class FailureLibrary:
         return isinstance(obj, dict) and any(obj.get(name) for name in self.error_fields)
 
 
-def _anchored(patterns: list[Pattern]) -> Search:
-    """Whether any of ``patterns`` matches at the start of a text (one RE2 pass)."""
-    return Pattern("", translated="\\A(?:" + "|".join(
-        f"(?:{p.translated})" for p in patterns) + ")").search
+def _line_starts(patterns: list[Pattern]) -> Search:
+    """Whether any of ``patterns`` matches at the start of a line of a text (one RE2 pass;
+    each pattern translated with ``^`` and ``$`` at line breaks, as it reads one line)."""
+    return Pattern("", translated="(?m:^)(?:" + "|".join(
+        f"(?:{translate(p.pattern, p.flags | re.MULTILINE)})" for p in patterns) + ")").search
 
 
 @dataclass
@@ -264,15 +264,16 @@ class CallFacts:
         return hit
 
     def effect(self, e: Event) -> tuple[str, str]:
-        """``(effect, label)`` of a tool event: what it may change, and the name its
-        evidence shows (the function, and for a classified command the program)."""
+        """``(effect, name)`` of a tool event: what it may change, and the name its
+        evidence shows (the function, and for a classified command the program; raw: pass
+        it through :func:`label` before showing it)."""
         fn = e.get("function")
         name = fn if type(fn) is str else ""
         x = self.entry(name)
         if x is None:
-            return UNKNOWN, label(name)
+            return UNKNOWN, name
         if x.effect is not None:
-            return x.effect, label(name)
+            return x.effect, name
         args = e.get("args")
         value: Any = None
         if isinstance(args, dict):
@@ -282,17 +283,17 @@ class CallFacts:
                     break
         if x.classify is not None:
             if type(value) is not str:
-                return x.otherwise, label(name)
+                return x.otherwise, name
             if x.classify == "shell":
                 assert self._shell is not None
                 eff, prog = self._shell.classify(value)
             else:
                 eff, prog = sql_effect(value, self.sql)
-            return eff, label(f"{name}: {prog}" if prog else name)
+            return eff, f"{name}: {prog}" if prog else name
         if value is None:
-            return x.otherwise, label(name)
+            return x.otherwise, name
         eff = x.values.get(str(value), x.otherwise)
-        return eff, label(f"{name}: {value}")
+        return eff, f"{name}: {value}"
 
     def failure(self, e: Event) -> str | None:
         """The failure signature a tool event's (whole) output shows, or ``None``."""

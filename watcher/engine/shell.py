@@ -31,6 +31,8 @@ EFFECTS: Final = (NONE, READ, WRITE, UNKNOWN)
 _RANK: Final = {NONE: 0, READ: 1, UNKNOWN: 2, WRITE: 3}
 
 MAX_LINE: Final = 8000  # characters of a command line read; a longer one is cut
+MEMO_LINE: Final = 512  # lines up to this long are remembered (agents repeat short commands)
+MEMO_SIZE: Final = 1024  # at most this many, for every sample of a rule set
 _MAX_DEPTH: Final = 3  # nested ``bash -c '...'`` followed
 _MAX_HEREDOCS: Final = 8  # here-documents read in one line; more: the effect is not known
 
@@ -112,19 +114,22 @@ class ShellClassifier:
 
     def classify(self, line: str) -> tuple[str, str]:
         """``(effect, program)``: the line's effect and the program that decided it."""
-        hit = self._memo.get(line)
-        if hit is not None:
-            return hit
+        memo = self._memo
+        short = len(line) <= MEMO_LINE
+        if short:
+            hit = memo.get(line)
+            if hit is not None:
+                return hit
         cut = len(line) > MAX_LINE
         text = line[:MAX_LINE] if cut else line
         effect, prog = self._line(text, 0)
         if cut and effect != WRITE:
             effect = UNKNOWN  # the unread rest could write
         hit = (effect, prog)
-        memo = self._memo
-        if len(memo) >= 4096:
-            memo.clear()
-        memo[line] = hit
+        if short:
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            memo[line] = hit
         return hit
 
     def _line(self, text: str, depth: int) -> tuple[str, str]:
@@ -133,14 +138,15 @@ class ShellClassifier:
         commands, redirect = _split(text)
         if commands is None:
             return UNKNOWN, ""
-        best, prog = NONE, ""
         if redirect:
-            best, prog = WRITE, redirect
+            return WRITE, redirect  # nothing is stronger
+        best, prog = NONE, ""
         for words in commands:
             eff, p = self._simple(words, depth)
             if _RANK[eff] > _RANK[best] or not prog:
-                if _RANK[eff] >= _RANK[best]:
-                    best, prog = eff, p
+                best, prog = eff, p
+                if best == WRITE:
+                    break
         return best, prog
 
     def _simple(self, words: list[str], depth: int) -> tuple[str, str]:

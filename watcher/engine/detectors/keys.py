@@ -20,12 +20,13 @@ NUM: Final = re.compile(r"\d+(?:\.\d+)?")
 # on RE2: in `re` this pattern is quadratic in a long word without a slash
 _PATHRX: Final = Pattern(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]*")
 NORMALISERS = ("whitespace", "case", "numbers", "paths", "cosmetic")
-# what the `cosmetic` normaliser drops: spaces next to a quote, quote characters (and the
-# backslash escaping one inside JSON), a slash ending a path and a semicolon ending a
-# command; linear in the text (no nested repeats)
-_QUOTE_SPACE: Final = re.compile(r"""\s+(?=\\?["'`])|(?<=["'`])\s+""")
-_QUOTES: Final = re.compile(r"""\\?["'`]""")
-_TRAILING: Final = re.compile(r"""[/;]+(?=[\s}\],]|$)""")
+# what the `cosmetic` normaliser drops (plain string operations: it runs on every tool
+# call of the near-identical rules): quote characters (and the backslash escaping one
+# inside JSON), spaces next to them, a slash or semicolon ending a word or the text
+_UNQUOTE: Final = str.maketrans("", "", "\"'`")
+_COSMETIC_PAIRS: Final = (("\\\"", "\""), (" \"", "\""), ("\" ", "\""), (" '", "'"),
+                          ("' ", "'"), (" `", "`"), ("` ", "`"))
+_ENDS: Final = (("/ ", " "), ("; ", " "), ("/}", "}"), (";}", "}"), ("/]", "]"), ("/,", ","))
 
 
 def normalise_text(text: str, steps: tuple[str, ...]) -> str:
@@ -53,9 +54,24 @@ def normalise_step(text: str, step: str) -> str:
         # quoting, a trailing slash or semicolon, spacing: `ls -la "/srv/out/"` and
         # `ls  -la /srv/out` are the same command (a change inside a quoted value, such
         # as "a,b" vs "a, b", is not cosmetic and stays)
-        text = _QUOTES.sub("", _QUOTE_SPACE.sub("", text))
-        return collapse_ws(_TRAILING.sub("", text))
+        return _cosmetic(text)
     return text
+
+
+def _cosmetic(text: str) -> str:
+    """The ``cosmetic`` normaliser: quoting, a trailing slash or semicolon and spacing
+    dropped (after ``whitespace``, runs of spaces are single already)."""
+    text = collapse_ws(text)
+    for a, b in _COSMETIC_PAIRS:
+        if a in text:
+            text = text.replace(a, b)
+    text = text.translate(_UNQUOTE)
+    for a, b in _ENDS:
+        if a in text:
+            text = text.replace(a, b)
+    while text[-1:] in ("/", ";") and text:
+        text = text[:-1]
+    return collapse_ws(text)
 
 
 def part_text(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...]) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rapidfuzz import fuzz
 
-from watcher.engine.calls import EFFECT_WORDS
+from watcher.engine.calls import EFFECT_WORDS, label
 from watcher.engine.detectors.base import (
     COMMON_FACTS,
     PREFIX_256,
@@ -575,7 +575,7 @@ class RepeatState(RuleState):
         for k, n in self.watch.calls_between(after, before).items():
             if k in seen or len(seen) < BETWEEN_NAMES:
                 seen[k] = seen.get(k, 0) + n
-        parts = [(f"{name} x{n}" if n > 1 else name) + f" ({EFFECT_WORDS[eff]})"
+        parts = [(f"{label(name)} x{n}" if n > 1 else label(name)) + f" ({EFFECT_WORDS[eff]})"
                  for (name, eff), n in seen.items()]
         ep.facts["between_calls"] = "; ".join(parts)
 

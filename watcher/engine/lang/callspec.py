@@ -23,7 +23,7 @@ from watcher.engine.calls import (
 )
 from watcher.engine.errors import BadValueError, MissingFieldError
 from watcher.engine.lang.ctx import Ctx, did_you_mean
-from watcher.engine.lang.regex import Search, compile_regex, required_literals
+from watcher.engine.lang.regex import compile_regex, required_literals
 from watcher.engine.rx import Pattern
 from watcher.engine.shell import EFFECTS, ShellWords, SqlWords
 from watcher.engine.yamlsrc import Path_
@@ -72,9 +72,7 @@ class CallSpecs:
             sigs = [s for doc in reversed(self.signatures) for s in doc]
             failures = FailureLibrary(
                 wrappers=wrappers, signatures=sigs,
-                any_wrapper=_at_start([w.start for w in wrappers]),
-                any_first=_at_start([x.pattern for x in sigs if x.at != "last"]),
-                any_last=_at_start([x.pattern for x in sigs if x.at == "last"]),
+
                 lines=self.lines if self.lines is not None else 3,
                 error_fields=self.error_fields or (),
                 failing_exit_from=self.failing_exit_from,
@@ -250,14 +248,6 @@ class CallSpecs:
         if "failing_exit_from" in data and ctx.expect(
                 data["failing_exit_from"], int, p + ("failing_exit_from",), "failing_exit_from"):
             self.failing_exit_from = data["failing_exit_from"]
-
-
-def _at_start(patterns: list[Pattern]) -> Search | None:
-    """Whether any pattern matches at the start of a text: one RE2 alternation."""
-    if not patterns:
-        return None
-    return Pattern("", translated="\\A(?:" + "|".join(
-        f"(?:{p.translated})" for p in patterns) + ")").search
 
 
 def _needles(p: Pattern) -> tuple[str, ...] | None:
