@@ -473,6 +473,7 @@ class _Session:
                 watch.request_stop()
         if watchdog is not None:
             router = watch.router
+            router.actions = watchdog.actions
 
             def save() -> bool:  # what it acts on is saved before the request goes out
                 router.save()
