@@ -31,6 +31,7 @@ from watcher.run.router import AlertSink, Decider, Handoff, Router, Sink
 from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector
 from watcher.run.sources import SourcePicker
 from watcher.run.status import run_summary, status_snapshot
+from watcher.starting import starting_evals
 from watcher.state import WatchState
 from watcher.summary import RunSummary, StatusSnapshot
 
@@ -184,7 +185,10 @@ class Watch:
                 router.flush()
                 router.pop_notices()
                 now = time.time()
-                if not static and not cfg.once and now - last_discover >= cfg.poll:
+                # evals launched later are found with --follow, and, until the first one
+                # is, within --wait (a --once too: the eval may still be starting)
+                if not static and (not cfg.once or (not runner.watchers and now < deadline)) \
+                        and now - last_discover >= cfg.poll:
                     last_discover = now
                     self.sources.discover()
                 polls = self._polls()
@@ -199,8 +203,7 @@ class Watch:
                 if runner.watchers and not cfg.follow:
                     break
                 if not runner.watchers and not cfg.follow and now >= deadline:
-                    router.notice("no_evals", "no running Inspect evals found "
-                                  "(start one, or use --follow to wait, or --log-dir for logs)")
+                    self._say_no_evals(static)
                     break
                 if cfg.once and runner.watchers:
                     break
@@ -290,6 +293,34 @@ class Watch:
             self.router.notice("no_match", f"no sample {sel.sample_id!r}{epoch} in the "
                                f"matching tasks {where}")
 
+    def _say_no_evals(self, static: bool) -> None:
+        """Nothing to watch: "no eval yet" when an eval process is starting (its control
+        channel is not up: a watch started with ``inspect eval`` finds none for several
+        seconds), else "no evals"."""
+        starting = [] if static else starting_evals()
+        waiting = [e for e in starting if not e.ctl_server_off]
+        off = [e for e in starting if e.ctl_server_off]
+        waited = (f" (waited {self.config.wait_for_evals:g} s)"
+                  if self.config.wait_for_evals else "")
+        if waiting:
+            pids = ", ".join(str(e.pid) for e in waiting)
+            self.router.route(Notice(
+                kind="no_eval_yet", at=time.time(),
+                details={"pids": [e.pid for e in waiting],
+                         "waited": self.config.wait_for_evals},
+                message=f"no eval yet: `inspect {waiting[0].command}` (pid {pids}) is "
+                        f"starting and its control channel is not up{waited}; watch again, "
+                        "or use --wait SECONDS (or --follow) to wait for it"))
+            return
+        message = ("no running Inspect evals found (start one, or use --follow to wait, or "
+                   "--log-dir for logs)")
+        if off:
+            message += (f"; pid {', '.join(str(e.pid) for e in off)} runs `inspect "
+                        f"{off[0].command}` with --ctl-server off: it has no control channel "
+                        "to watch live (read its logs with --log-dir)")
+        self.router.route(Notice(kind="no_evals", at=time.time(), message=message,
+                                 details={"ctl_server_off": [e.pid for e in off]}))
+
     def _tasks_read(self) -> bool:
         return any(sw.tasks for sw in self.runner.watchers.values())
 
@@ -301,6 +332,12 @@ class Watch:
             code = ExitCode.SOURCE  # nothing could be read: not a clean scan
         if code == ExitCode.OK and self._unreadable():
             code = ExitCode.SOURCE  # a log or a sample could not be read: not a clean scan
+        if code == ExitCode.OK:
+            kinds = {n.kind for n in router.notices}
+            if "no_match" in kinds:
+                code = ExitCode.NO_MATCH  # a mistyped task or sample is no clean run
+            elif "no_eval_yet" in kinds:
+                code = ExitCode.NOT_STARTED  # the eval was not read: not yet watched
         if self.interrupted and not router.failed:
             code = ExitCode.OUTPUT_CLOSED if router.output_closed else ExitCode.INTERRUPTED
         if router.write_error is not None or router.state_error is not None:
