@@ -26,6 +26,8 @@ CONFIDENCE_LEVELS: tuple[Confidence, ...] = ("low", "medium", "high")
 # facts the watch attaches to every finding, outside the rules (watcher/run/spend.py):
 # what the sample spent after the finding was first seen, and after it became high
 SPEND_FACTS = ("tokens_since_first_seen", "tokens_since_high", "cost_since_first_seen")
+# why those figures are null (or count only part of the calls): never a false zero
+SPEND_NOT_COUNTED = "spend_not_counted"
 # categories of findings that spend a budget doing the same thing again (loops): the
 # summary says what a run spent after its first high one
 LOOP_CATEGORIES = frozenset({"submit_loop", "repeated_tool_call", "narration_loop"})
