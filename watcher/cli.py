@@ -249,6 +249,12 @@ class WatchCommand(click.Command):
               metavar="N", help="With --act: at most N actions in this watch.")
 @click.option("--act-max-task", type=click.IntRange(min=1), default=MAX_PER_TASK,
               show_default=True, metavar="N", help="With --act: at most N actions on one task.")
+@click.option("--task-budget", type=click.IntRange(min=1), default=None, metavar="TOKENS",
+              help="A run-wide budget: a finding (rule task-budget) when a task's samples "
+              "have spent more than TOKENS tokens, as Inspect counts them. With --act the "
+              "policy decides (built in: drain the task); without, its hand-off offers "
+              "`inspect ctl task drain`. Every watch ends with a `spend` notice: tokens per "
+              "task and in all, and the share spent in loops.")
 def watch(task: str | None, sample_id: str | None, epoch: int | None,
           **options: Any) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""

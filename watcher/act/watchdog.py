@@ -427,8 +427,12 @@ class Watchdog:
         self._emit(p.finding, p.spec, outcome, message, reason=reason, args=p.args)
 
     def _not_acting(self, p: _Pending, row: dict[str, Any]) -> tuple[str, str] | None:
-        """Why the sample is not (any more) the one to act on, or ``None``."""
+        """Why the sample is not (any more) the one to act on, or ``None``. A task's
+        budget finding is about the task: the sample it names may have ended."""
         f = p.finding
+        if f.category == "budget" and p.spec is not None and p.spec.verb in (
+                "drain_task", "pause_task"):
+            return None
         status = str(row.get("status") or "unknown")
         if status != "running":
             return ("sample_not_running", f"the sample is no longer running (its row says "

@@ -27,8 +27,17 @@ from watcher.engine import Engine
 from watcher.exit_codes import ExitCode
 from watcher.findings import Finding, Notice
 from watcher.run import parallel
+from watcher.run.budget import (
+    SampleSpend,
+    TaskBudget,
+    TaskSpend,
+    loop_tokens,
+    sample_spend,
+    spend_notice,
+    task_spend,
+)
 from watcher.run.router import AlertSink, Decider, Handoff, Router, Sink
-from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector
+from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector, row_end
 from watcher.run.sources import SourcePicker
 from watcher.run.status import run_summary, status_snapshot
 from watcher.starting import starting_evals
@@ -62,6 +71,7 @@ class WatchConfig:
     log_hints: bool = True  # hand-offs name the log (not one that will be deleted: the demo's)
     sample_detail: bool = False  # status snapshots carry a row per sample read
     recent_events: int = 0  # events kept per sample for a front end (RunOptions)
+    task_budget: int | None = None  # tokens a task may spend before a task-budget finding
 
 
 @dataclass
@@ -112,6 +122,7 @@ class Watch:
         self.started_at = time.time()
         self._stop_requested = False
         self._merged: RunSummary | None = None  # a parallel scan's workers' summaries
+        self.budget = TaskBudget(config.task_budget) if config.task_budget else None
 
     @property
     def findings(self) -> dict[str, Finding]:
@@ -196,6 +207,7 @@ class Watch:
                         (routed or polls != last_polls) and now - last_status >= STATUS_MIN):
                     last_status, last_polls = now, polls
                     router.send("status", self.status())
+                    self._check_budget(now)
                 if self.interrupted:
                     break
                 if runner.active():
@@ -219,6 +231,7 @@ class Watch:
                 self._say_if_nothing_matched()
             if cfg.shard is None:  # a parallel scan's parent says it for all its workers
                 self._say_if_incomplete()
+                self._say_spend()
             router.flush(force=True)
             # the last word of the status area: every task as it ended (the rows the
             # last listing, or the log of an eval that exited, gave), not a second old
@@ -234,6 +247,69 @@ class Watch:
                      for tw in sw.tasks.values() if tw.as_of is not None})
             router.save()
         return self._result(len(runner.watchers))
+
+    # -- what the run spent ----------------------------------------------------------
+
+    def spend(self) -> list[tuple[str, TaskSpend, list[SampleSpend]]]:
+        """Each watched task's spend (with the key of the source it is read from), from
+        its listing rows and the findings routed so far (:mod:`watcher.run.budget`)."""
+        loops = loop_tokens(self.router.findings.values())
+        out = []
+        for key, sw in list(self.runner.watchers.items()):
+            for tw in list(sw.tasks.values()):
+                samples = []
+                for (sid, epoch), row in list(tw.rows.items()):
+                    if not tw.opts.owns(sid, epoch):
+                        continue
+                    samples.append(sample_spend(sid, epoch, row.raw, row.attempt,
+                                                not row.terminal, row_end(row)))
+                spend = task_spend(tw.task, samples, loops.get(tw.task.eval_id, (0, 0)),
+                                   finished=tw.finished)
+                out.append((key, spend, samples))
+        return out
+
+    def _check_budget(self, now: float) -> None:
+        """A task that passed ``--task-budget`` (and, later, ended) raises its finding,
+        routed with where its task is read from (a watchdog may act on it)."""
+        if self.budget is None:
+            return
+        for key, spend, samples in self.spend():
+            if not samples:
+                continue
+            for _ in range(2):  # passed and finished in one turn: both snapshots
+                f = self.budget.check(spend, samples, now)
+                if f is None:
+                    break
+                self.router.route(f, self.runner.origins.get(key))
+
+    def _say_spend(self) -> None:
+        """The run-level view, once, at the end (a ``spend`` notice)."""
+        now = time.time()
+        self._check_budget(now)
+        tasks = [spend for _, spend, _ in self.spend()]
+        if tasks:
+            self.router.route(spend_notice(tasks, now, self.config.task_budget))
+
+    def _say_spend_of(self, tasks: list[Any], samples: list[Any]) -> None:
+        """:meth:`_say_spend` for a parallel scan: from the tasks and samples its workers
+        read (:class:`~watcher.summary.TaskSummary`, ``SampleSummary``)."""
+        now = time.time()
+        loops = loop_tokens(self.router.findings.values())
+        views = []
+        for t in tasks:
+            mine = [SampleSpend(s.sample_id, s.epoch, s.retries + 1, s.total_tokens,
+                                s.status == "running")
+                    for s in samples if s.eval_id == t.eval_id]
+            spend = task_spend(t, mine, loops.get(t.eval_id, (0, 0)), finished=True)
+            views.append(spend)
+            if self.budget is not None and mine:
+                for _ in range(2):
+                    f = self.budget.check(spend, mine, now)
+                    if f is None:
+                        break
+                    self.router.route(f)
+        if views:
+            self.router.route(spend_notice(views, now, self.config.task_budget))
 
     # -- the end -------------------------------------------------------------------------
 
@@ -366,6 +442,7 @@ class Watch:
         if not self.interrupted:
             self._say_if_nothing_matched(tasks_read=bool(tasks), samples_read=bool(samples))
         self._say_if_incomplete()  # before the last flush: it belongs in the outputs too
+        self._say_spend_of(tasks, samples)
         self.router.flush(force=True)
         self.router.drain_alerts(self.config.alert_drain)
         self._merged = RunSummary(tasks=tuple(tasks), samples=tuple(samples),
