@@ -55,7 +55,8 @@ def test_an_agent_acts_from_the_jsonl_fields_alone(eval_runner: Any, tmp_path: P
     out = tmp_path / "out.jsonl"
     watcher = subprocess.Popen(
         [sys.executable, "-m", "watcher", "watch", "--format", "jsonl", "--output", str(out),
-         "--poll", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+         "--poll", "0.5", "--task-budget", "1000"], stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL, preexec_fn=default_sigint)
     try:
         def high_loop() -> dict[str, Any] | None:
@@ -96,6 +97,20 @@ def test_an_agent_acts_from_the_jsonl_fields_alone(eval_runner: Any, tmp_path: P
                               capture_output=True, text=True, env=env, timeout=120)
         assert show.returncode == 0, show.stderr
         assert '"running"' in show.stdout  # the dry run left it running
+
+        # a task past its budget: the offered drain's dry run names the task, changes nothing
+        budget = wait_for(lambda: next((d for d in records(out) if d["kind"] == "finding"
+                                        and d["rule"] == "task-budget"), None),
+                          what="a task-budget finding")
+        [drain] = [a for a in budget["actions"] if a["verb"] == "drain_task"]
+        assert drain["by"] == "inspect_ctl" and drain["target"]["task_id"] == f["task_id"]
+        dry = subprocess.run([*drain["dry_run_argv"][:4], "--json",
+                              *drain["dry_run_argv"][4:]], capture_output=True, text=True,
+                             env=env, timeout=120, stdin=subprocess.DEVNULL)
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        answer = json.loads(dry.stdout)
+        assert answer["dry_run"] is True and answer["applied"] is False, answer
+        assert f["task_id"] in json.dumps(answer["target"]), answer
 
         # the user agrees: the run's own interrupt, as offered (Inspect's graceful path)
         subprocess.run(interrupt["argv"], check=True, timeout=30)

@@ -160,11 +160,17 @@ def _person_lines(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
                               "can:", remote: bool = False) -> list[str]:
     """The ways the person running the eval has to stop the sample or the run
     (``remote``: they are there, where the eval's control channel is)."""
-    lines = [
-        lead,
-        "  - cancel it in the eval's terminal UI (Running Samples tab: Cancel (Score) "
-        "or Cancel (Error));",
-    ]
+    if f.category == "budget":  # about the task: its spend, not this one sample
+        lead = lead.replace("If this sample should stop", "If the task should spend no more")
+    lines = [lead]
+    if f.category == "budget" and inspect_has_sample_cancel:
+        lines += [
+            "  - drain the task (no new samples start; running ones finish), checking the "
+            "target first: " + shell_line(task_argv("drain", f, dry_run=True)),
+            "    then run the same command without --dry-run;",
+        ]
+    lines.append("  - cancel it in the eval's terminal UI (Running Samples tab: Cancel (Score) "
+                 "or Cancel (Error));")
     if inspect_has_sample_cancel:
         lines += [
             "  - check the target first: " + sample_cancel_command(f, dry_run=True),

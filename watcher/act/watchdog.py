@@ -287,6 +287,12 @@ class Watchdog:
         why_not = self._cannot.get((f.sample.pid or 0, spec.verb))
         if why_not:
             return spec, f"{spec.describe()}, but it cannot act on this eval ({why_not})"
+        dry = " (a dry run: it only asks the server what would change)" if self.dry_run else ""
+        if f.category == "budget" and spec.verb in ("drain_task", "pause_task"):
+            # about the task: whichever of its samples the finding names need not run on
+            waited = (f"after {spec.grace_words()}, " if spec.grace_events or spec.grace_seconds
+                      else "at once, ")
+            return spec, f"{waited}{spec.describe()}{dry}"
         conditions = "" if not spec.facts else " its conditions hold,"
         return spec, (f"if{conditions} the finding still holds after "
                       f"{spec.grace_words()} and the sample is still running this "
