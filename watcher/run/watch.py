@@ -49,6 +49,9 @@ from watcher.summary import RunSummary, StatusSnapshot
 # so the counts a status area shows are never a cycle behind what was printed above it
 STATUS_EVERY = 1.0
 STATUS_MIN = 0.2
+# seconds a watch about to say "no eval yet" looks again: an eval that is finishing has
+# removed its discovery file and exits within this; one that is starting may bind
+STARTING_RECHECK = 3.0
 
 
 @dataclass
@@ -181,6 +184,7 @@ class Watch:
         if self.live and cfg.shard is None and self.state.open_evals:
             self.sources.resume_exited()
         deadline = time.time() + cfg.wait_for_evals
+        rechecked = False  # evals seen starting were looked at again (STARTING_RECHECK)
         # a parallel scan's worker leaves signals to its parent (see parallel.py)
         previous = _install_sigterm(self.request_stop) if cfg.shard is None else None
         finished_before = set(self.state.finished)
@@ -215,6 +219,13 @@ class Watch:
                 if runner.watchers and not cfg.follow:
                     break
                 if not runner.watchers and not cfg.follow and now >= deadline:
+                    if not static and not rechecked and starting_evals():
+                        # an eval process without a control channel is starting, or is
+                        # finishing (its discovery file goes first): a moment tells them
+                        # apart (the one exits, the other binds), and is read on
+                        rechecked = True
+                        deadline = now + STARTING_RECHECK
+                        continue
                     self._say_no_evals(static)
                     break
                 if cfg.once and runner.watchers:
