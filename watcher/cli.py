@@ -146,6 +146,7 @@ def main() -> None:
     """
 
 
+rules_group.epilog = EXIT_CODES  # `rules test` exits 1 for a failed case, 2 for bad rules
 main.add_command(rules_group, name="rules")
 
 
