@@ -1,4 +1,5 @@
-"""The ``inspect_ai`` entry point ``inspect_watch``: registers ``inspect_watch/rules``.
+"""The ``inspect_ai`` entry point ``inspect_watch``: registers ``inspect_watch/rules`` and
+``inspect_watch/rules_flag``.
 
 Inspect imports every ``inspect_ai`` entry point into every eval it starts (its hooks
 lookup loads them all), so this module must cost nothing and touch no name outside
@@ -15,6 +16,7 @@ import sys
 from typing import Any
 
 SCANNER = "inspect_watch/rules"
+FLAG_SCANNER = "inspect_watch/rules_flag"  # the boolean form
 
 
 def _rules(**kwargs: Any) -> Any:
@@ -23,6 +25,13 @@ def _rules(**kwargs: Any) -> Any:
     from inspect_watch.scanners import rules
 
     return rules(**kwargs)
+
+
+def _rules_flag(**kwargs: Any) -> Any:
+    """Stand-in for :func:`inspect_watch.scanners.rules_flag` (as :func:`_rules`)."""
+    from inspect_watch.scanners import rules_flag
+
+    return rules_flag(**kwargs)
 
 
 def register() -> None:
@@ -34,8 +43,9 @@ def register() -> None:
         return
     from inspect_ai._util.registry import RegistryInfo, registry_add, registry_has
 
-    if not registry_has("scanner", SCANNER):
-        registry_add(_rules, RegistryInfo(type="scanner", name=SCANNER))
+    for name, factory in ((SCANNER, _rules), (FLAG_SCANNER, _rules_flag)):
+        if not registry_has("scanner", name):
+            registry_add(factory, RegistryInfo(type="scanner", name=name))
 
 
 register()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from inspect_scout import Result, Scanner, Transcript, scanner
 
-from watcher.scout import ScanOptions, check_rules, scan_results
+from watcher.scout import FLAG_MIN_CONFIDENCE, ScanOptions, check_rules, flag_result, scan_results
 
 
 @scanner(name="rules", events="all", metadata=False)
@@ -55,5 +55,35 @@ def rules(
 
     async def scan(transcript: Transcript) -> list[Result]:
         return scan_results(transcript, opts)
+
+    return scan
+
+
+@scanner(name="rules_flag", events="all", metadata=False)
+def rules_flag(
+    rules: str | list[str] | None = None,
+    only: str | list[str] | None = None,
+    disable: str | list[str] | None = None,
+    needs: str | None = None,
+    builtin: bool = True,
+    suppress: str | None = None,
+    min_confidence: str = FLAG_MIN_CONFIDENCE,
+) -> Scanner[Transcript]:
+    """The rule pack as a yes/no question per transcript: one boolean result each.
+
+    ``value`` is ``true`` when the pack found something at or above ``min_confidence``
+    (default ``medium``: "look before acting"), ``label`` the rule id of the surest
+    finding (then the most severe, then the earliest), ``explanation`` every finding in
+    our words, ``metadata`` the lead finding's fields (as ``inspect_watch/rules`` gives
+    them) with ``findings`` (each one's) and ``rules``; ``false`` when nothing was found.
+    For tools that read only boolean scanners, such as Inspect Steward, which opens an
+    anomaly for each ``true`` row. Arguments as for ``inspect_watch/rules``.
+    """
+    opts = ScanOptions.of(rules=rules, only=only, disable=disable, needs=needs,
+                          builtin=builtin, suppress=suppress, min_confidence=min_confidence)
+    check_rules(opts)
+
+    async def scan(transcript: Transcript) -> Result:
+        return flag_result(transcript, opts)
 
     return scan

@@ -209,7 +209,11 @@ def test_references_are_checked_against_the_loaded_rules(tmp_path: Path) -> None
 def test_the_shipped_defaults_act_only_on_high_and_name_built_in_rules() -> None:
     layer, interrupt, _ = parse_policy(DEFAULTS.read_text(), str(DEFAULTS), "defaults")
     assert interrupt is None  # stopping a whole run is never a default
-    assert not layer.categories
+    # one category: the watch's own finding of a task past --task-budget, drained (no new
+    # samples; nothing cancelled), at high only
+    assert set(layer.categories) == {"budget"}
+    budget = layer.categories["budget"]
+    assert (budget.verb, budget.confidence) == ("drain_task", "high")
     assert set(layer.rules) == {"repeated-tool-call", "submit-loop"}
     pack = {r.id: r.category for r in load_rules(paths=[], builtin=True).rules}
     for rule, spec in layer.rules.items():

@@ -23,6 +23,7 @@ from inspect_scout import Transcript, scan_results_df  # the test extra installs
 from tests.corpus import CORPUS
 from tests.evalproc import start_eval
 from watcher.scout import (
+    FLAG_SCANNER_NAME,
     QUOTE_LEN,
     SCANNER_NAME,
     ScannerArgsError,
@@ -67,10 +68,11 @@ def watch_findings(log: Path, env: dict[str, str], *options: str,
             for fid, d in last.items() if samples is None or d["sample_id"] in samples}
 
 
-def scout_scan(tmp: Path, env: dict[str, str], logs: list[Path], *args: str) -> Path:
+def scout_scan(tmp: Path, env: dict[str, str], logs: list[Path], *args: str,
+               scanner: str = SCANNER_NAME) -> Path:
     """``scout scan inspect_watch/rules -T LOG …`` (one process); the scan's directory."""
     scans = tmp / f"scans{len(list(tmp.glob('scans*')))}"
-    cmd = [sys.executable, "-m", "inspect_scout._cli.main", "scan", SCANNER_NAME]
+    cmd = [sys.executable, "-m", "inspect_scout._cli.main", "scan", scanner]
     for log in logs:
         cmd += ["-T", str(log)]
     cmd += ["--scans", str(scans), "--max-processes", "1", "--display", "plain", *args]
@@ -130,6 +132,119 @@ def test_scout_scan_finds_what_watch_finds(tmp_path: Path) -> None:
             if len(text) > QUOTE_LEN:  # quoted in short code spans, never a long one whole
                 assert text not in row["explanation"]
     assert any(json.loads(r) for r in df["event_references"])
+
+
+def _lead(findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """The finding a boolean row is labelled with (the surest, the most severe, the
+    earliest), computed here from the JSONL, independently of the scanner's code."""
+    conf = {"low": 0, "medium": 1, "high": 2}
+    sev = {"info": 0, "warning": 1, "critical": 2}
+    return min(findings, key=lambda d: (-conf[d["confidence"]], -sev[d["severity"]],
+                                        d["first_seen"], d["rule"], d["episode"]))
+
+
+def watch_last(log: Path, env: dict[str, str], *options: str) -> list[dict[str, Any]]:
+    """The last snapshot of each finding ``watch --log-dir LOG --once`` reports."""
+    res = subprocess.run([sys.executable, "-m", "watcher", "watch", "--log-dir", str(log),
+                          "--once", "--format", "jsonl", *options],
+                         capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    last: dict[str, dict[str, Any]] = {}
+    for line in res.stdout.splitlines():
+        record = json.loads(line)
+        if record["kind"] == "finding":
+            last[record["id"]] = record
+    return list(last.values())
+
+
+def steward_python() -> str | None:
+    """A Python with Inspect Steward (it needs 3.12): this one, or
+    ``INSPECT_WATCH_STEWARD_PYTHON`` (docs/scout.md, "Inspect Steward")."""
+    given = os.environ.get("INSPECT_WATCH_STEWARD_PYTHON")
+    if given:
+        return given
+    import importlib.util
+
+    return sys.executable if importlib.util.find_spec("inspect_steward") else None
+
+
+def medium_findings(env: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """Sample id -> what ``watch`` finds at medium or above in the CTF log."""
+    by_sample: dict[str, list[dict[str, Any]]] = {}
+    for d in watch_last(CTF, env, "--min-confidence", "medium"):
+        if d["confidence"] != "low":
+            by_sample.setdefault(d["sample_id"], []).append(d)
+    assert len(by_sample) >= 3
+    return by_sample
+
+
+@pytest.mark.e2e
+def test_the_boolean_scanner_answers_yes_or_no_per_transcript(tmp_path: Path) -> None:
+    """``inspect_watch/rules_flag``: one boolean row per transcript, ``true`` exactly for
+    the samples where ``watch`` finds something at medium or above, labelled with its
+    surest finding's rule, every finding in the explanation and the metadata."""
+    env = _env(tmp_path)
+    by_sample = medium_findings(env)
+    results = scan_results_df(str(scout_scan(tmp_path, env, [CTF], scanner=FLAG_SCANNER_NAME)))
+    assert results.complete and results.errors == []
+    df = results.scanners["rules_flag"]
+    assert set(df["value_type"]) == {"boolean"}
+    assert len(df) == len(set(df["transcript_task_id"])) == 15  # every transcript answered
+    for _, row in df.iterrows():
+        sid = str(row["transcript_task_id"])
+        mine = by_sample.get(sid, [])
+        meta = json.loads(row["metadata"])  # rows of two shapes: Scout keeps it whole
+        assert bool(row["value"]) is bool(mine), sid
+        assert meta["scanner"] == FLAG_SCANNER_NAME and meta["min_confidence"] == "medium"
+        if not mine:
+            assert pd_missing(row["label"]) and meta["findings"] == []
+            continue
+        lead = _lead(mine)
+        assert row["label"] == lead["rule"] == meta["rule"]
+        assert meta["confidence"] == lead["confidence"] and meta["finding_id"] == lead["id"]
+        assert sorted(f["finding_id"] for f in meta["findings"]) == sorted(
+            d["id"] for d in mine)
+        for d in mine:
+            assert f"{d['rule']}: " in row["explanation"]
+
+
+@pytest.mark.e2e
+def test_inspect_steward_reads_the_boolean_scanner_as_anomalies(tmp_path: Path) -> None:
+    """Inspect Steward's own reading code (``scan_findings``, what its tend runs over a
+    run's scan directory) takes the boolean rows as anomaly instances, one per flagged
+    sample, classed by rule; and passes over every row of the confidence-valued scanner.
+    Steward needs Python 3.12: the test runs its code under the Python that has it."""
+    python = steward_python()
+    if python is None:
+        pytest.skip("Inspect Steward is not installed here: it needs Python 3.12 (this is "
+                    f"{sys.version_info.major}.{sys.version_info.minor}); set "
+                    "INSPECT_WATCH_STEWARD_PYTHON to a Python 3.12 with inspect-steward, "
+                    "or see docs/scout.md \"Inspect Steward\" for the manual check")
+    env = _env(tmp_path)
+    by_sample = medium_findings(env)
+    flag_scan = scout_scan(tmp_path, env, [CTF], scanner=FLAG_SCANNER_NAME)
+    plain = scout_scan(tmp_path, env, [CTF])
+    reader = Path(__file__).with_name("steward_read.py")
+
+    def steward(scan: Path, scanner: str) -> dict[str, Any]:
+        res = subprocess.run([python, str(reader), str(scan), scanner, str(CTF)],
+                             capture_output=True, text=True, timeout=300, check=False)
+        assert res.returncode == 0, res.stderr[-3000:]
+        return dict(json.loads(res.stdout.splitlines()[-1]))
+
+    flagged = steward(flag_scan, "rules_flag")
+    assert flagged["unreadable"] == [] and flagged["recorded"] == 15
+    assert {(i["sample_id"], i["class_key"].split(":")[2]) for i in flagged["instances"]} == {
+        (sid, _lead(ds)["rule"]) for sid, ds in by_sample.items()}
+    assert all(i["class_key"].startswith("scan:rules_flag:") for i in flagged["instances"])
+    # the confidence-valued scanner is passed over, as the issue said: none escalated
+    assert steward(plain, "rules")["instances"] == []
+
+
+def pd_missing(value: Any) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
 
 
 EXTRA_RULES = """\
@@ -240,7 +355,7 @@ def test_entry_point_registers_only_our_name_and_imports_nothing_heavy() -> None
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     added, modules = (eval(line) for line in res.stdout.splitlines()[-2:])
-    assert added == ["scanner:inspect_watch/rules"]
+    assert added == ["scanner:inspect_watch/rules", "scanner:inspect_watch/rules_flag"]
     assert modules == ["inspect_watch", "inspect_watch._registry"]
 
 
@@ -296,3 +411,49 @@ def test_agent_text_stays_out_of_our_words() -> None:
     (text,) = result.metadata["evidence"]["agent_text"][-1:]
     assert "# inspect-watch: [nothing found]" in text and "x" * 40 in text
     assert result.metadata["sample_rules_context"] == "transcript"
+
+
+def test_ready_for_scout_0_6_2_api() -> None:
+    """Scout 0.6.2 (it needs inspect-ai 0.3.286, not released yet) refuses a bare-string
+    event or message filter other than "all", and "all" inside a list; it moved nothing
+    else we call. Checked against the API surface, whatever version is installed: every
+    scanner we register declares only filters 0.6.2 accepts, and each Scout and Inspect
+    name we use takes the arguments we pass."""
+    import inspect as pyinspect
+    import typing
+
+    from inspect_ai._util.error import PrerequisiteError
+    from inspect_ai._util.registry import RegistryInfo, registry_add, registry_has
+    from inspect_scout import Reference, Result, scanner
+    from inspect_scout._scanner.filter import normalize_events_filter
+    from inspect_scout._scanner.scanner import config_for_scanner
+    from inspect_scout._transcript.types import EventType, MessageType
+
+    from inspect_watch.scanners import rules, rules_flag
+
+    def strict(value: Any, allowed: set[str], what: str) -> None:
+        """0.6.2's rule (inspect_scout/_scanner/filter.py): "all", or a non-empty list of
+        known types without "all"; a bare string is refused."""
+        if value is None or value == "all":
+            return
+        assert not isinstance(value, str), f"{what}={value!r}: a bare string"
+        assert value and "all" not in value and set(value) <= allowed, (what, value)
+
+    events = set(typing.get_args(EventType)) - {"all"}
+    messages = set(typing.get_args(MessageType)) - {"all"}
+    assert {"model", "tool", "error"} <= events
+    for factory in (rules, rules_flag):
+        content = config_for_scanner(factory()).content
+        strict(content.events, events, "events")
+        strict(content.messages, messages, "messages")
+        if content.events is not None:  # and the installed Scout takes it as it is
+            assert normalize_events_filter(content.events) == content.events
+    # the names and parameters we use
+    assert {"name", "events", "metadata"} <= set(pyinspect.signature(scanner).parameters)
+    assert {"value", "label", "explanation", "references", "metadata"} <= set(
+        Result.model_fields)
+    assert {"type", "id", "cite"} <= set(Reference.model_fields)
+    assert issubclass(PrerequisiteError, Exception)
+    assert {"type", "name"} <= set(pyinspect.signature(RegistryInfo).parameters)
+    assert callable(registry_add) and callable(registry_has)
+    assert Result(value=True, label="r").value is True  # a boolean value is a value

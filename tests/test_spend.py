@@ -76,14 +76,71 @@ def test_open_findings_are_refreshed_when_the_sample_spends_and_not_otherwise() 
     assert meter.refreshed() == []  # an ended finding is not refreshed
 
 
-def test_without_model_events_the_listing_total_is_the_fallback() -> None:
+def test_without_model_events_the_figures_are_null_with_the_reason() -> None:
+    """Rules that read no model events: what the sample spent is not known. It was the
+    listing's total since the first snapshot: 0 for a loop found an hour in."""
     meter = SpendMeter(from_events=False)
-    f = finding(first=10.0)
-    assert meter.annotate(f) is f  # nothing known yet: no fact claimed
+    f = finding(first=10.0, confidence="high")
     meter.row({"total_tokens": 1000})
-    assert meter.annotate(f).evidence.facts["tokens_since_first_seen"] == 0
+    facts = meter.annotate(f).evidence.facts
+    assert facts["tokens_since_first_seen"] is None and facts["tokens_since_high"] is None
+    assert "no loaded rule reads model events" in facts["spend_not_counted"]
     meter.row({"total_tokens": 1600})
-    assert meter.annotate(f).evidence.facts["tokens_since_first_seen"] == 600
+    assert meter.refreshed() == []  # nothing to tell: no snapshot again
+    # model events without usage (an old log): null too, and said
+    meter = SpendMeter()
+    meter.add({"type": "model", "timestamp": 12.0, "tokens": None})
+    facts = meter.annotate(f).evidence.facts
+    assert facts["tokens_since_first_seen"] is None
+    assert facts["spend_not_counted"] == "its 1 model call(s) carry no token usage"
+    meter.add(model(13.0, 50))  # some with usage: counted, and the rest said
+    facts = meter.annotate(f).evidence.facts
+    assert facts["tokens_since_first_seen"] == 50
+    assert "1 of its model calls carry no token usage" in facts["spend_not_counted"]
+
+
+def test_post_hoc_limit_findings_are_dated_at_the_samples_end_with_spend_unknown() -> None:
+    """A real log (the corpus): sample 56 hit its message limit. Over logs whose summaries
+    hold no times, the row's finding was dated at the scan; it is the sample's last event
+    now, and with only limit rules loaded (none reads model events) its tokens are null,
+    with the reason, not 0."""
+    import time
+
+    from click.testing import CliRunner
+
+    from tests.corpus import CORPUS
+    from watcher.cli import main
+    from watcher.sources.logfiles import LogSource
+    from watcher.sources.logfiles.header import to_unix
+
+    log = CORPUS / "docent-intercode-ctf-gpt4o.eval"
+    src = LogSource(str(log))
+    [task] = src.tasks()
+    times: list[float] = []
+    cursor = None
+    while True:
+        page = src.events(task, "56", 1, since=cursor, types=None, tier="metadata")
+        times += [t for e in page.events if (t := to_unix(e.get("timestamp"))) is not None]
+        if page.done or not page.next:
+            break
+        cursor = page.next
+    src.close()
+    for only, end in (("limit", None), ("limit,shortcut", max(times))):
+        res = CliRunner().invoke(main, ["watch", "--log-dir", str(log), "--once", "-q",
+                                        "--format", "jsonl", "--only", only, task.task, "56"])
+        assert res.exit_code == 0, res.output
+        rows = [json.loads(x) for x in res.output.splitlines()]
+        by_rule = {d["rule"]: d for d in rows if d["kind"] == "finding"}
+        row, event = by_rule["limit-row"], by_rule["sample-limit"]
+        assert row["first_seen"] < time.time() - 86400  # not the scan's time
+        assert min(times) <= row["first_seen"] <= max(times)
+        if end is not None:  # the last event the rules read: the log holds no end time
+            assert end - 1.0 <= row["first_seen"] <= end < min(times) + 3600
+        assert event["first_seen"] in times
+        for d in (row, event):
+            facts = d["evidence"]["facts"]
+            assert facts["tokens_since_first_seen"] is None, facts
+            assert "no loaded rule reads model events" in facts["spend_not_counted"]
 
 
 def _summary(findings: list[Finding]) -> RunSummary:

@@ -105,6 +105,8 @@ class WatchOptions:
     act_policy: str | None = None  # a policy file over the built-in defaults
     act_max: int = ACT_MAX  # actions a watch may take
     act_max_task: int = ACT_MAX_TASK  # actions a watch may take on one task
+    # a run-wide budget: tokens a task's samples may spend before a task-budget finding
+    task_budget: int | None = None
 
 
 class OptionsError(ValueError):
@@ -151,6 +153,8 @@ def check(options: WatchOptions) -> WatchOptions:
             raise OptionsError("a shard is a share of the logs: use it with --log-dir",
                                "--shard")
     check_act(options)
+    if options.task_budget is not None and options.task_budget < 1:
+        raise OptionsError("must be 1 token or more", "--task-budget")
     local = local_path(options.log_dir)
     if local is not None and not local.exists():
         raise OptionsError(f"{options.log_dir} does not exist", "--log-dir")
@@ -277,10 +281,14 @@ def rule_infos(engine: Engine) -> dict[str, Any]:
         from watcher.engine.detectors import FACTS_OF
     except ImportError:
         FACTS_OF = {}  # noqa: N806
+    from watcher.run.budget import BUDGET_FACTS, CATEGORY, RULE
+
     out: dict[str, Any] = {}
     for rule in engine.rules:
         facts = FACTS_OF.get(getattr(rule, "detect_kind", ""))
         out[rule.id] = RuleInfo(rule.category, frozenset(facts) if facts is not None else None)
+    # the watch's own finding about a task's spend (--task-budget): a policy may act on it
+    out.setdefault(RULE, RuleInfo(CATEGORY, frozenset(BUDGET_FACTS)))
     return out
 
 
@@ -463,7 +471,8 @@ class _Session:
                              wait_for_evals=o.wait_for_evals, jobs=o.jobs or 1,
                              log_shard=o.shard,
                              log_hints=o.log_hints, alert_drain=o.alert_drain,
-                             sample_detail=o.sample_detail, recent_events=o.recent_events)
+                             sample_detail=o.sample_detail, recent_events=o.recent_events,
+                             task_budget=o.task_budget)
         sinks: list[Sink] = [*reporters, *self.extra, self.latest]
         with self._lock:
             watch = self.watch = Watch(engine, config, state, sinks, alerts=alerts,
@@ -473,6 +482,7 @@ class _Session:
                 watch.request_stop()
         if watchdog is not None:
             router = watch.router
+            router.actions = watchdog.actions
 
             def save() -> bool:  # what it acts on is saved before the request goes out
                 router.save()

@@ -118,7 +118,20 @@ def _check(*checks: tuple[str | None, str]) -> None:
         _bad_input(e)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_CODES = """\b
+Exit codes (the same in every command; README "Exit codes"):
+  0    ended normally (also: no running eval, no logs in --log-dir)
+  1    a finding at or above --fail-on (or a `rules test` case failed)
+  2    bad input: rules, options, state file, an output that cannot be written
+  3    a source, or part of the input, could not be read; findings not written
+  4    nothing matched: TASK, SAMPLE_ID or EPOCH named no task or sample
+  5    an eval was starting but its control channel was not up in time
+       (watch again, or use --wait SECONDS)
+  130  interrupted (SIGINT/SIGTERM): outputs flushed, state saved
+  141  the reader of the output went away (a closed pipe)"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(
     __version__, prog_name="inspect-watch",
     message="%(prog)s %(version)s (rule engine: "
@@ -133,6 +146,7 @@ def main() -> None:
     """
 
 
+rules_group.epilog = EXIT_CODES  # `rules test` exits 1 for a failed case, 2 for bad rules
 main.add_command(rules_group, name="rules")
 
 
@@ -158,7 +172,7 @@ class WatchCommand(click.Command):
         return super().parse_args(ctx, out)
 
 
-@main.command(cls=WatchCommand)
+@main.command(cls=WatchCommand, epilog=EXIT_CODES)
 @click.argument("task", required=False)
 @click.argument("sample_id", required=False)
 @click.argument("epoch", required=False, type=int)
@@ -183,6 +197,10 @@ class WatchCommand(click.Command):
 @click.option("--fail-on", type=LEVELS, help="Exit 1 if a finding at or above this level "
               "was reported (for CI).")
 @click.option("--follow", is_flag=True, help="Keep watching for evals launched later.")
+@click.option("--wait", "wait_for_evals", type=click.FloatRange(min=0), default=0.0,
+              metavar="SECONDS", help="Wait up to SECONDS for a first eval to watch (an "
+              "`inspect eval` started at the same time binds its control channel seconds "
+              "later); then watch as without it. Default: do not wait.")
 @click.option("--quiet", "-q", is_flag=True, help="Findings only: no banner or status.")
 @click.option("--verbose", "-v", is_flag=True, help="text: under each finding's first line, "
               "its evidence and what to do (the hand-off), once per finding.")
@@ -232,6 +250,12 @@ class WatchCommand(click.Command):
               metavar="N", help="With --act: at most N actions in this watch.")
 @click.option("--act-max-task", type=click.IntRange(min=1), default=MAX_PER_TASK,
               show_default=True, metavar="N", help="With --act: at most N actions on one task.")
+@click.option("--task-budget", type=click.IntRange(min=1), default=None, metavar="TOKENS",
+              help="A run-wide budget: a finding (rule task-budget) when a task's samples "
+              "have spent more than TOKENS tokens, as Inspect counts them. With --act the "
+              "policy decides (built in: drain the task); without, its hand-off offers "
+              "`inspect ctl task drain`. Every watch ends with a `spend` notice: tokens per "
+              "task and in all, and the share spent in loops.")
 def watch(task: str | None, sample_id: str | None, epoch: int | None,
           **options: Any) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
@@ -240,7 +264,7 @@ def watch(task: str | None, sample_id: str | None, epoch: int | None,
     _run(selector=Selector(task, sample_id, epoch), **options)
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES)
 @click.argument("task", required=False)
 @click.option("--log-dir", help="Browse finished logs here (a directory, a file, or a URL) "
               "instead of live evals.")
@@ -273,7 +297,7 @@ def top(task: str | None, min_confidence: str, **options: Any) -> None:
     sys.exit(code)
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES)
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @_rule_options
 @click.option("--format", "format", type=ReporterChoice("watch"), default="text")
@@ -295,7 +319,7 @@ def replay(files: tuple[str, ...], **options: Any) -> None:
     _run(replay=files, quiet=True, poll=0.05, **options)
 
 
-@main.command(name="ls")
+@main.command(name="ls", epilog=EXIT_CODES)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def ls_cmd(as_json: bool) -> None:
     """List running tasks: task, id, model, status, sample counts, pid, log."""
@@ -338,7 +362,7 @@ def ls_cmd(as_json: bool) -> None:
             f"pid {r['pid']}  {v(r['log_location'], 500)}")
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES)
 @click.argument("task")
 @click.argument("sample_id")
 @click.argument("epoch", required=False, type=int, default=1)
@@ -348,14 +372,14 @@ def ls_cmd(as_json: bool) -> None:
 def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
            log_dir: str | None) -> None:
     """Record one sample's event pages to a JSONL file (for fixtures and bug reports)."""
-    from watcher.record import RecordError, record_sample
+    from watcher.record import NothingMatched, RecordError, record_sample
 
     _check((output, "--output"))
     try:
         recorded = record_sample(task, sample_id, epoch, output, tier=tier, log_dir=log_dir)
     except RecordError as e:
         click.echo(f"inspect-watch record: {e}", err=True)
-        sys.exit(ExitCode.SOURCE)
+        sys.exit(ExitCode.NO_MATCH if isinstance(e, NothingMatched) else ExitCode.SOURCE)
     if recorded.partial:
         click.echo(f"recorded {recorded.pages} pages to {output}: partial, the sample was "
                    "still running (replay reads it to its end)")
@@ -363,7 +387,7 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
         click.echo(f"recorded {recorded.pages} pages to {output}")
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES)
 @click.argument("files", nargs=-1, required=True)
 @click.option("--format", "fmt", type=ReporterChoice("report"), default="markdown")
 @click.option("--output", "-o", help="Write the report here (default: stdout).")
@@ -398,7 +422,7 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
     rep.stop(summary)
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES)
 @click.option("--keep-logs", type=click.Path(file_okay=False),
               help="Write the demo eval's logs here (default: a temporary directory).")
 @click.option("--no-color", is_flag=True)

@@ -26,6 +26,8 @@ CONFIDENCE_LEVELS: tuple[Confidence, ...] = ("low", "medium", "high")
 # facts the watch attaches to every finding, outside the rules (watcher/run/spend.py):
 # what the sample spent after the finding was first seen, and after it became high
 SPEND_FACTS = ("tokens_since_first_seen", "tokens_since_high", "cost_since_first_seen")
+# why those figures are null (or count only part of the calls): never a false zero
+SPEND_NOT_COUNTED = "spend_not_counted"
 # categories of findings that spend a budget doing the same thing again (loops): the
 # summary says what a run spent after its first high one
 LOOP_CATEGORIES = frozenset({"submit_loop", "repeated_tool_call", "narration_loop"})
@@ -104,6 +106,9 @@ class Finding:
     status: Status
     handoff: str
     episode: int = 1
+    # what can be done about it, as data (watcher.handoff.finding_actions): set by the
+    # watch with the hand-off; each a JSON object (docs/findings.md "actions")
+    actions: tuple[dict[str, Any], ...] = ()
 
     def sort_key(self) -> tuple[Any, ...]:
         """Stable order: by time, then sample, then rule."""
@@ -131,6 +136,7 @@ class Finding:
             "epoch": s.epoch,
             "attempt": s.attempt,
             "log_location": s.log_location,
+            "pid": s.pid,
             "summary": self.summary,
             "evidence": self.evidence.to_dict(),
             "first_seen": self.first_seen,
@@ -139,6 +145,7 @@ class Finding:
             "status": self.status,
             "episode": self.episode,
             "handoff": self.handoff,
+            "actions": [dict(a) for a in self.actions],
         }
 
     @classmethod
@@ -155,6 +162,7 @@ class Finding:
                 eval_id=d.get("eval_id", ""), model=d.get("model", ""),
                 sample_id=str(d.get("sample_id", "")), epoch=int(d.get("epoch", 1)),
                 attempt=int(d.get("attempt", 1)), log_location=d.get("log_location"),
+                pid=d.get("pid") if type(d.get("pid")) is int else None,
             ),
             summary=d.get("summary", ""),
             evidence=Evidence(
@@ -166,6 +174,8 @@ class Finding:
             first_seen=float(d.get("first_seen", 0.0)), last_seen=float(d.get("last_seen", 0.0)),
             count=int(d.get("count", 1)), status=d.get("status", "open"),
             handoff=d.get("handoff", ""), episode=int(d.get("episode", 1)),
+            actions=tuple(dict(a) for a in d["actions"] if isinstance(a, dict))
+            if isinstance(d.get("actions"), list) else (),
         )
 
 

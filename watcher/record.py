@@ -6,11 +6,15 @@ from typing import Any, NamedTuple
 
 from watcher.discovery import list_servers
 from watcher.events import Tier
-from watcher.sources.base import Source, SourceError, TaskInfo
+from watcher.sources.base import NotFound, Source, SourceError, TaskInfo
 
 
 class RecordError(Exception):
     """The sample could not be found or read."""
+
+
+class NothingMatched(RecordError):
+    """No task, or no sample of it, matches what was asked (exit 4, not 3)."""
 
 
 class Recorded(NamedTuple):
@@ -29,7 +33,7 @@ def _find(sources: list[Source], task: str) -> tuple[Source, TaskInfo]:
         for t in src.tasks():
             if selector.task_matches(t):
                 return src, t
-    raise RecordError(f"no task matching {task!r}")
+    raise NothingMatched(f"no task matching {task!r}")
 
 
 def record_sample(task: str, sample_id: str, epoch: int, output: str, *, tier: Tier = "content",
@@ -62,6 +66,9 @@ def record_sample(task: str, sample_id: str, epoch: int, output: str, *, tier: T
                   "partial": partial}
         write_recording(output, header, pages)
         return Recorded(len(pages), partial)
+    except NotFound as e:
+        raise NothingMatched(f"no sample {sample_id!r} epoch {epoch} of task {task!r} "
+                             f"({e})") from e
     except SourceError as e:
         raise RecordError(str(e)) from e
     finally:

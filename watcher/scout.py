@@ -56,6 +56,14 @@ from watcher.stream import SampleStream
 logger = logging.getLogger(__name__)
 
 SCANNER_NAME = "inspect_watch/rules"
+# the boolean form: one yes/no row per transcript, for tools that read only booleans
+# (Inspect Steward escalates a scanner's `true` rows, and passes over every other value)
+FLAG_SCANNER_NAME = "inspect_watch/rules_flag"
+# its default floor: `medium` is "look before acting" (README); a `true` row opens an
+# anomaly that someone must rule on, and `low` ("read the transcript before believing
+# it") would open one for every weak inference
+FLAG_MIN_CONFIDENCE = "medium"
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 # the detectors that run on a clock rather than on events (SampleWatch.tick)
 CLOCK_DETECTORS = frozenset({"idle"})
@@ -471,3 +479,64 @@ def _metadata(f: Finding, done: TranscriptScan, summary: str) -> dict[str, Any]:
         "sample_rules_context": "log" if done.row_from_log else "transcript",
         "clock_rules_skipped": sorted(done.clock_skipped),
     }
+
+
+# -- the boolean form (inspect_watch/rules_flag) ----------------------------------------
+
+
+def lead_finding(findings: Sequence[Finding]) -> Finding | None:
+    """The finding a yes/no answer is labelled with: the surest, then the most severe,
+    then the earliest (then the rule id, so equal ones pick alike)."""
+    if not findings:
+        return None
+    return min(findings, key=lambda f: (-confidence_rank(f.confidence),
+                                        -SEVERITY_RANK.get(f.severity, 0), f.first_seen,
+                                        f.rule, f.episode))
+
+
+def flag_result(transcript: Any, opts: ScanOptions) -> Any:
+    """One Scout ``Result`` for the transcript, a boolean: ``value`` ``True`` when the pack
+    found something at or above ``opts.min_confidence``, ``label`` the rule id of the
+    lead finding (:func:`lead_finding`), ``explanation`` every finding in our words (the
+    rule, its confidence and why), ``references`` the events they rest on, ``metadata``
+    the lead's fields as :func:`scan_results` gives them plus ``findings`` (each one's)
+    and ``rules``. ``False`` (no label) when nothing was found: the transcript was read,
+    and a tool counting what its scanners reached counts it."""
+    from inspect_scout import Reference, Result
+
+    done = scan_transcript(transcript, opts)
+    ruleset = rule_pack(opts).ruleset
+    position = {getattr(e, "uuid", None): n for n, e in enumerate(transcript.events or [], 1)}
+    position.pop(None, None)
+    lead = lead_finding(done.findings)
+    if lead is None:
+        return Result(value=False, explanation=(
+            f"No finding at or above {opts.min_confidence} confidence."),
+            metadata={"scanner": FLAG_SCANNER_NAME, "findings": [], "rules": [],
+                      "min_confidence": opts.min_confidence,
+                      "sample_rules_context": "log" if done.row_from_log else "transcript",
+                      "clock_rules_skipped": sorted(done.clock_skipped)})
+    ordered = sorted(done.findings, key=lambda f: f is not lead)  # the lead first
+    refs: list[Any] = []
+    seen: set[str] = set()
+    parts: list[str] = []
+    findings_meta: list[dict[str, Any]] = []
+    for f in ordered:
+        cites = []
+        for uuid in dict.fromkeys(f.evidence.event_uuids):
+            n = position.get(uuid)
+            if uuid not in seen:
+                seen.add(uuid)
+                refs.append(Reference(type="event", id=uuid, cite=f"[E{n}]" if n else None))
+            if n:
+                cites.append(f"[E{n}]")
+        summary = our_summary(f, ruleset)
+        parts.append(f"{f.rule}: " + explanation(f, summary, cites).replace("\n\n", " "))
+        findings_meta.append(_metadata(f, done, summary))
+    head = (f"{len(ordered)} finding{'s' if len(ordered) != 1 else ''} at or above "
+            f"{opts.min_confidence} confidence; the first is the label.")
+    metadata = {**_metadata(lead, done, findings_meta[0]["summary"]),
+                "scanner": FLAG_SCANNER_NAME, "min_confidence": opts.min_confidence,
+                "rules": sorted({f.rule for f in ordered}), "findings": findings_meta}
+    return Result(value=True, label=lead.rule, explanation="\n\n".join([head, *parts]),
+                  references=refs, metadata=metadata)

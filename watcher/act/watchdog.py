@@ -46,7 +46,14 @@ from watcher.act import MAX_ACTIONS, MAX_PER_TASK
 from watcher.act.policy import ActSpec, InterruptSpec, Policy
 from watcher.discovery import ControlServer, pid_alive
 from watcher.findings import Action, Finding, Notice, SampleRef, confidence_rank
-from watcher.handoff import MARKERS, act_handoff_text, finding_handoff
+from watcher.handoff import (
+    MARKERS,
+    act_handoff_text,
+    action,
+    finding_actions,
+    finding_handoff,
+    process_running,
+)
 from watcher.reporters.formatting import fmt_clock
 from watcher.run.runner import Origin
 from watcher.sanitize import clean_text, neutralise_quotes
@@ -255,31 +262,65 @@ class Watchdog:
 
     def handoff(self, f: Finding, live: bool, log_hint: bool, remote: bool = False) -> str:
         """The hand-off of ``f`` in this mode: what the policy will do, what was done
-        (an eval read without its control channel cannot be acted on from here)."""
-        if not live or remote or any(marker in f.handoff for marker in MARKERS):
-            return finding_handoff(f, live=live, log_hint=log_hint, remote=remote)
+        (an eval read without its control channel, or one that has exited, cannot be
+        acted on from here)."""
+        if not live or remote or any(marker in f.handoff for marker in MARKERS) or (
+                process_running(f.sample.pid) is False):
+            return finding_handoff(f, live=live, log_hint=log_hint, remote=remote,
+                                   exited=None)
         with self._lock:
             done = list(self._done.get(f.id, ()))
             nearby = [line for line in dict.fromkeys(
                 line for key in _targets(f.sample, "run")
                 for line in self._around.get(key, ())) if line not in done]
-        plan = None
-        spec = self.policy.lookup(f)
-        if spec is not None and confidence_rank(f.confidence) >= confidence_rank(
-                spec.confidence):
-            why_not = self._cannot.get((f.sample.pid or 0, spec.verb))
-            if why_not:
-                plan = f"{spec.describe()}, but it cannot act on this eval ({why_not})"
-            else:
-                conditions = "" if not spec.facts else " its conditions hold,"
-                plan = (f"if{conditions} the finding still holds after "
-                        f"{spec.grace_words()} and the sample is still running this "
-                        f"attempt, {spec.describe()}"
-                        + (" (a dry run: it only asks the server what would change)"
-                           if self.dry_run else ""))
+        plan = self._plan(f)[1]
         generated = act_handoff_text(f, mode=self.mode, plan=plan, done=done,
                                      log_hint=log_hint, nearby=nearby[-NEARBY_LINES:])
         return f"{f.handoff.rstrip()}\n{generated}" if f.handoff.strip() else generated
+
+    def _plan(self, f: Finding) -> tuple[ActSpec | None, str | None]:
+        """The policy's block for ``f`` at its confidence, and what it will do, in words
+        (``None``: nothing)."""
+        spec = self.policy.lookup(f)
+        if spec is None or confidence_rank(f.confidence) < confidence_rank(spec.confidence):
+            return None, None
+        why_not = self._cannot.get((f.sample.pid or 0, spec.verb))
+        if why_not:
+            return spec, f"{spec.describe()}, but it cannot act on this eval ({why_not})"
+        dry = " (a dry run: it only asks the server what would change)" if self.dry_run else ""
+        if f.category == "budget" and spec.verb in ("drain_task", "pause_task"):
+            # about the task: whichever of its samples the finding names need not run on
+            waited = (f"after {spec.grace_words()}, " if spec.grace_events or spec.grace_seconds
+                      else "at once, ")
+            return spec, f"{waited}{spec.describe()}{dry}"
+        conditions = "" if not spec.facts else " its conditions hold,"
+        return spec, (f"if{conditions} the finding still holds after "
+                      f"{spec.grace_words()} and the sample is still running this "
+                      f"attempt, {spec.describe()}"
+                      + (" (a dry run: it only asks the server what would change)"
+                         if self.dry_run else ""))
+
+    def actions(self, f: Finding, live: bool, log_hint: bool,
+                remote: bool = False) -> list[dict[str, Any]]:
+        """The finding's ``actions`` (:func:`~watcher.handoff.finding_actions`), the
+        watchdog's own first when its policy has one for it: ``status`` ``planned``
+        (its conditions and grace to come), or ``taken`` (an action record with this
+        finding's id says what the server answered)."""
+        out = finding_actions(f, live=live, log_hint=log_hint, remote=remote)
+        if not live or remote or process_running(f.sample.pid) is False:
+            return out
+        spec, plan = self._plan(f)
+        with self._lock:
+            done = list(self._done.get(f.id, ()))
+        if spec is None or not (plan or done):
+            return out
+        scope = {"cancel_tool_call": "tool_call", "drain_task": "task",
+                 "pause_task": "task"}.get(spec.verb, "sample")
+        mine = action(spec.verb, "watchdog", scope, f, changes=not self.dry_run,
+                      note="; ".join(done) if done else (plan or ""),
+                      status="taken" if done else "planned", mode=self.mode,
+                      args=dict(spec.args))
+        return [mine, *out]
 
     # -- the whole run -----------------------------------------------------------------
 
@@ -392,8 +433,12 @@ class Watchdog:
         self._emit(p.finding, p.spec, outcome, message, reason=reason, args=p.args)
 
     def _not_acting(self, p: _Pending, row: dict[str, Any]) -> tuple[str, str] | None:
-        """Why the sample is not (any more) the one to act on, or ``None``."""
+        """Why the sample is not (any more) the one to act on, or ``None``. A task's
+        budget finding is about the task: the sample it names may have ended."""
         f = p.finding
+        if f.category == "budget" and p.spec is not None and p.spec.verb in (
+                "drain_task", "pause_task"):
+            return None
         status = str(row.get("status") or "unknown")
         if status != "running":
             return ("sample_not_running", f"the sample is no longer running (its row says "

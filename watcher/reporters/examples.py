@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from watcher.findings import Evidence, Finding, Notice, SampleRef, finding_id
-from watcher.handoff import handoff_text
+from watcher.handoff import finding_actions, handoff_text
 from watcher.summary import RunSummary, SampleSummary, TaskSummary
 
 T0 = 1_700_000_000.0  # 2023-11-14 22:13:20Z
@@ -88,8 +88,9 @@ def example_snapshots() -> list[Finding]:
         first_seen=T0 + 100, last_seen=T0 + 1000, count=1, status="open", handoff="",
     )
     snaps = [loop, err, loop_hi, idle, err_end]
-    # As the engine does: hand-off text fixed at emission (cancel command available).
-    return [replace(f, handoff=handoff_text(f, f.sample.pid, True)) for f in snaps]
+    # As the watch does: hand-off text and actions fixed when routed (cancel available).
+    return [replace(f, handoff=handoff_text(f, f.sample.pid, True),
+                    actions=tuple(finding_actions(f, exited=False))) for f in snaps]
 
 
 def example_notices() -> list[Notice]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from watcher.findings import SPEND_FACTS
+from watcher.findings import SPEND_FACTS, SPEND_NOT_COUNTED
 from watcher.sanitize import clean_text, neutralise_quotes
 
 
@@ -42,7 +42,7 @@ def fmt_duration(seconds: float | None) -> str:
 # facts every report already shows on its own line ("seen: …", the quoted agent text,
 # "spent since …")
 SHOWN_ELSEWHERE = frozenset({"first_seen", "last_seen", "span", "excerpt", "count", "rule",
-                             "title", *SPEND_FACTS})
+                             "title", *SPEND_FACTS, SPEND_NOT_COUNTED})
 
 # facts whose value the agent wrote (or chose: the name of the tool it called)
 AGENT_FACTS = frozenset({"key", "value", "error", "tool", "function"})

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from watcher.findings import SPEND_FACTS, Action, Finding
+from watcher.findings import SPEND_FACTS, SPEND_NOT_COUNTED, Action, Finding
 from watcher.reporters.facts import fact_phrases, fmt_duration
 from watcher.sanitize import clean_text, neutralise_quotes, visible_text
 
@@ -70,13 +70,16 @@ def fmt_spend(facts: Mapping[str, Any]) -> str | None:
     """What the sample spent after the finding was first seen (and after it became
     high), from the spend facts the watch attaches (watcher/run/spend.py)."""
     since, since_high, cost = (facts.get(k) for k in SPEND_FACTS)
+    why = facts.get(SPEND_NOT_COUNTED)
     if type(since) is not int:
-        return None
+        return f"first seen: not counted ({why})" if isinstance(why, str) and why else None
     text = f"first seen: {since:,} tokens"
     if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
         text += f" (${cost:,.4f})"
     if type(since_high) is int:
         text += f"; since it was high: {since_high:,} tokens"
+    if isinstance(why, str) and why:
+        text += f" ({why})"
     return text
 
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from watcher.findings import Finding, Notice, confidence_rank
-from watcher.handoff import finding_handoff
+from watcher.handoff import Actions, finding_actions, finding_handoff
 from watcher.run.runner import Origin, Output
 from watcher.state import Reported, SampleDone, WatchState
 from watcher.summary import ReportContext, RunSummary, StatusSnapshot
@@ -85,7 +85,12 @@ Handoff = Callable[[Finding, bool, bool, bool], str]
 
 
 def _observer_handoff(f: Finding, live: bool, log_hint: bool, remote: bool = False) -> str:
-    return finding_handoff(f, live=live, log_hint=log_hint, remote=remote)
+    return finding_handoff(f, live=live, log_hint=log_hint, remote=remote, exited=None)
+
+
+def _observer_actions(f: Finding, live: bool, log_hint: bool,
+                      remote: bool = False) -> list[dict[str, Any]]:
+    return finding_actions(f, live=live, log_hint=log_hint, remote=remote)
 
 
 _UNMARKED = object()  # a pending item the state did not mark reported
@@ -96,7 +101,7 @@ class Router:
     an eval is read while it runs (its hand-off then names ways to stop it),
     ``remote_eval(eval_id)`` whether it runs on another machine (those ways are there);
     ``before_save`` runs before each save of the state; ``handoff`` writes each
-    finding's hand-off (a watchdog's says what it did)."""
+    finding's hand-off (a watchdog's says what it did), ``actions`` the same as data."""
 
     def __init__(self, state: WatchState, sinks: Sequence[Sink], *,
                  alerts: Sequence[AlertSink] = (), deciders: Sequence[Decider] = (),
@@ -105,7 +110,8 @@ class Router:
                  live_eval: Callable[[str], bool] = lambda eval_id: True,
                  remote_eval: Callable[[str], bool] = lambda eval_id: False,
                  before_save: Callable[[], None] | None = None,
-                 handoff: Handoff = _observer_handoff) -> None:
+                 handoff: Handoff = _observer_handoff,
+                 actions: Actions = _observer_actions) -> None:
         self.state = state
         self.sinks: list[Sink] = [*sinks, *alerts]  # dropped from when they cannot write
         self.alerts = list(alerts)
@@ -113,6 +119,7 @@ class Router:
         self._updates = [u for u in (getattr(d, "update", None) for d in self.deciders)
                          if callable(u)]
         self.handoff = handoff
+        self.actions = actions
         self.min_confidence = min_confidence
         self.fail_on = fail_on
         self.log_hints = log_hints
@@ -163,10 +170,16 @@ class Router:
             self._pending.append((item, _UNMARKED))
             return
         # the hand-off names what a person can do (cancel commands, kill -INT PID) for
-        # every reporter, JSONL included, so an agent reading findings gets them too
+        # every reporter, JSONL included, so an agent reading findings gets them too; and
+        # as data (``actions``: who can do what, on what, the command and its dry run)
         eval_id = item.sample.eval_id
-        item = replace(item, handoff=self.handoff(item, self.live_eval(eval_id),
-                                                  self.log_hints, self.remote_eval(eval_id)))
+        if item.sample.pid is None and origin is not None and origin.server is not None:
+            # a sample first read from the log of a process that has exited: its process
+            # is still the one it ran in (and the hand-off must not offer to stop it)
+            item = replace(item, sample=replace(item.sample, pid=origin.server.pid))
+        live, remote = self.live_eval(eval_id), self.remote_eval(eval_id)
+        item = replace(item, handoff=self.handoff(item, live, self.log_hints, remote),
+                       actions=tuple(self.actions(item, live, self.log_hints, remote)))
         self.findings[item.id] = item
         if not self.shown(item):
             return

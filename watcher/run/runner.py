@@ -143,6 +143,22 @@ def recent_copy(event: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def row_end(row: SampleRow) -> float | None:
+    """When a finished sample ended, from its row (``completed_at``, else ``started_at``
+    plus ``total_time``); ``None`` for a running one or a row that does not say."""
+    if not row.terminal:
+        return None
+    raw = row.raw
+    end = raw.get("completed_at")
+    if isinstance(end, int | float) and not isinstance(end, bool) and end > 0:
+        return float(end)
+    start, took = raw.get("started_at"), raw.get("total_time")
+    if (isinstance(start, int | float) and isinstance(took, int | float)
+            and not isinstance(start, bool) and not isinstance(took, bool) and start > 0):
+        return float(start) + float(took)
+    return None
+
+
 def _moved(prev: SampleRow, row: SampleRow, recent: float) -> bool:
     """Whether a row of a full listing shows anything since the previous listing."""
     active = row.raw.get("last_activity_at")
@@ -200,6 +216,8 @@ class TaskWatcher:
         types = engine.event_types
         self.spend_from_events = types is None or "model" in types
         self.meters: dict[tuple[str, int], SpendMeter] = {}
+        # finished rows that do not say when their sample ended: judged at its end
+        self.deferred_rows: dict[tuple[str, int], SampleRow] = {}
 
     def recent_events(self, sample_id: str, epoch: int) -> list[dict[str, Any]]:
         """The sample's last events, oldest first (see :data:`RECENT_FIELDS`)."""
@@ -344,11 +362,11 @@ class TaskWatcher:
                     continue
                 watch = self.watches.get(key)
                 if watch is not None:
-                    self._findings(watch.sample_row(row.raw, self.context))
+                    self._findings(watch.sample_row(row.raw, self.context, row_end(row)))
                     continue
                 # closed: a watch of its own for this pass (only outlier rules answer)
                 late = self.engine.open_sample(self.ref(key[0], key[1], row.attempt))
-                found = late.sample_row(row.raw, self.context)
+                found = late.sample_row(row.raw, self.context, row_end(row))
                 if found:
                     self._findings(found + late.finalize(time.time()))
         finally:
@@ -500,7 +518,15 @@ class TaskWatcher:
             return  # finished and closed: its rows have nothing more to say
         self._count_in_context(key, row)
         self.meter(key).row(row.raw)
-        self._findings(self.watches[key].sample_row(row.raw, self.context))
+        # a finding about a finished sample's row (a limit it hit) is dated at the sample's
+        # end, not at the time the row was read (a post-hoc scan, months later): from the
+        # row, or (a log that does not say) its last event, once its events are read
+        end = row_end(row)
+        if row.terminal and end is None and not stream.done:
+            self.deferred_rows[key] = row
+        else:
+            self.deferred_rows.pop(key, None)
+            self._findings(self.watches[key].sample_row(row.raw, self.context, end))
         if stream.done and row.terminal:
             self._close(key)
 
@@ -571,6 +597,7 @@ class TaskWatcher:
         self._forget_failures(key)
         stream.done = True
         stream.in_flight.clear()
+        self._judge_deferred(key, stream)
         self._findings(self.watches[key].finalize(now))
         row = self.rows.get(key)
         if row is not None and row.terminal:
@@ -618,8 +645,17 @@ class TaskWatcher:
         if item.done:
             self._finish(key, stream, now)
 
+    def _judge_deferred(self, key: tuple[str, int], stream: SampleStream) -> None:
+        """The finished row kept for the sample's end (see ``_on_row``), judged now that
+        its last event's time is known."""
+        row = self.deferred_rows.pop(key, None)
+        watch = self.watches.get(key)
+        if row is not None and watch is not None:
+            self._findings(watch.sample_row(row.raw, self.context, stream.last_event_at))
+
     def _finish(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
         stream.done = True
+        self._judge_deferred(key, stream)
         self._findings(self.watches[key].finalize(now))
         # behind its findings on the queue: the state marks it finished after them
         self.emit(SampleDone(WatchState.sample_key(self.task.eval_id, *key)))
@@ -653,6 +689,7 @@ class TaskWatcher:
             if not stream.done:
                 self.notice("sample_abandoned", f"sample {key[0]} epoch {key[1]}: {reason}", key)
                 stream.done = True
+                self._judge_deferred(key, stream)
                 self._findings(self.watches[key].finalize(now))
 
     def _findings(self, findings: list[Finding]) -> None:

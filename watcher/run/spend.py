@@ -15,8 +15,10 @@ outside the engine, the facts named in :data:`watcher.findings.SPEND_FACTS`:
 The meter counts the completed model events the sample's stream delivers (their
 ``tokens``, and ``cost`` from a log or the sample buffer), so a live watch and a
 post-hoc one over the logs agree. When the rules read no model events (so the stream
-does not deliver them), it falls back to the samples listing's ``total_tokens``
-(live only), measured from the first snapshot the meter saw.
+does not deliver them), what a finding cost is not known: the figures are ``null`` and
+the fact ``spend_not_counted`` says why (a listing's running total, measured from the
+first snapshot, would have said ``0`` of a loop found an hour into its transcript).
+Model events that carry no token usage (an old log) are said the same way.
 """
 
 from __future__ import annotations
@@ -26,9 +28,13 @@ from dataclasses import replace
 from typing import Any
 
 from watcher.events import Event
-from watcher.findings import SPEND_FACTS, Finding
+from watcher.findings import SPEND_FACTS, SPEND_NOT_COUNTED, Finding
 
 TOKENS_SINCE, TOKENS_SINCE_HIGH, COST_SINCE = SPEND_FACTS
+NOT_COUNTED = SPEND_NOT_COUNTED  # why a finding's token figures are null (or partial)
+NO_MODEL_EVENTS = ("no loaded rule reads model events, so this watch does not read them "
+                   "and cannot count what the sample spent (load a rule that reads them, or "
+                   "drop --only/--needs)")
 
 
 class SpendMeter:
@@ -41,11 +47,11 @@ class SpendMeter:
         self._costs: list[float | None] = []
         self.tokens = 0  # all the attempt's model events so far
         self.cost: float | None = None
-        self.row_tokens: int | None = None  # the listing's total (the fallback)
-        self._row_base: dict[str, int] = {}  # finding id -> row tokens when first seen
+        self.row_tokens: int | None = None  # the listing's total (Inspect's own count)
         self._high_at: dict[str, float] = {}  # finding id -> when it became high
         self.open: dict[str, Finding] = {}  # the last snapshot of each open finding
         self.moved = False  # spent more since the open findings were last refreshed
+        self.unpriced = 0  # completed model events without token usage
 
     # -- what the sample spent ----------------------------------------------------
 
@@ -56,6 +62,7 @@ class SpendMeter:
         tokens = event.get("tokens")
         ts = event.get("timestamp")
         if type(tokens) is not int or not isinstance(ts, int | float):
+            self.unpriced += 1  # a model call whose usage the transcript does not hold
             return
         cost = event.get("cost")
         cost = float(cost) if isinstance(cost, int | float) and not isinstance(
@@ -70,12 +77,10 @@ class SpendMeter:
         self.moved = True
 
     def row(self, raw: dict[str, Any]) -> None:
-        """A listing row of the sample: its ``total_tokens`` (the fallback)."""
+        """A listing row of the sample: its ``total_tokens`` (Inspect's own count)."""
         total = raw.get("total_tokens")
-        if type(total) is int and total != self.row_tokens:
+        if type(total) is int:
             self.row_tokens = total
-            if not self.from_events:
-                self.moved = True
 
     def _before(self, t: float) -> tuple[int, float | None]:
         """Tokens and cost of the model events at or before ``t``."""
@@ -83,19 +88,13 @@ class SpendMeter:
         costs = [c for c in self._costs[:n] if c is not None]
         return sum(self._tokens[:n]), (sum(costs) if costs else None)
 
-    def since(self, t: float, fid: str, *, with_t: bool = True
-              ) -> tuple[int | None, float | None]:
-        """Tokens (and cost) spent after ``t``; ``with_t``: the model event at ``t`` too
-        (the first evidence of a finding was itself spent on the episode; the event that
-        made it ``high`` was spent before anyone could act)."""
-        if self.from_events:
-            tokens, cost = self._before(t - 1e-6 if with_t else t)
-            spent_cost = None if self.cost is None else self.cost - (cost or 0.0)
-            return self.tokens - tokens, spent_cost
-        if self.row_tokens is None:
-            return None, None
-        base = self._row_base.setdefault(fid, self.row_tokens)
-        return self.row_tokens - base, None
+    def since(self, t: float, *, with_t: bool = True) -> tuple[int, float | None]:
+        """Tokens (and cost) of the model events after ``t``; ``with_t``: the model event
+        at ``t`` too (the first evidence of a finding was itself spent on the episode; the
+        event that made it ``high`` was spent before anyone could act)."""
+        tokens, cost = self._before(t - 1e-6 if with_t else t)
+        spent_cost = None if self.cost is None else self.cost - (cost or 0.0)
+        return self.tokens - tokens, spent_cost
 
     # -- findings ---------------------------------------------------------------------
 
@@ -103,21 +102,33 @@ class SpendMeter:
         """``f`` with the spend facts as of now; remembered while it is open."""
         if f.confidence == "high" and f.id not in self._high_at:
             self._high_at[f.id] = f.last_seen
-        tokens, cost = self.since(f.first_seen, f.id)
-        if tokens is None:
-            return f
-        facts = dict(f.evidence.facts)
-        facts[TOKENS_SINCE] = tokens
         high_at = self._high_at.get(f.id)
+        facts = dict(f.evidence.facts)
+        if not self.from_events or (self.unpriced and not self._times):
+            # not known: null, with the reason, never a zero that reads as "spent nothing"
+            facts[TOKENS_SINCE] = None
+            if high_at is not None:
+                facts[TOKENS_SINCE_HIGH] = None
+            facts[NOT_COUNTED] = NO_MODEL_EVENTS if not self.from_events else (
+                f"its {self.unpriced} model call(s) carry no token usage")
+            return self._keep(replace(f, evidence=replace(f.evidence, facts=facts)))
+        tokens, cost = self.since(f.first_seen)
+        facts[TOKENS_SINCE] = tokens
         if high_at is not None:
-            facts[TOKENS_SINCE_HIGH] = self.since(high_at, f.id + "|high", with_t=False)[0]
+            facts[TOKENS_SINCE_HIGH] = self.since(high_at, with_t=False)[0]
+        if self.unpriced:
+            facts[NOT_COUNTED] = (f"{self.unpriced} of its model calls carry no token usage "
+                                  "and are not counted")
         if cost is not None:
             facts[COST_SINCE] = round(cost, 6)
-        out = replace(f, evidence=replace(f.evidence, facts=facts))
-        if f.status == "ended":
-            self.open.pop(f.id, None)
+        return self._keep(replace(f, evidence=replace(f.evidence, facts=facts)))
+
+    def _keep(self, out: Finding) -> Finding:
+        """Remember an open finding's last snapshot (for :meth:`refreshed`)."""
+        if out.status == "ended":
+            self.open.pop(out.id, None)
         else:
-            self.open[f.id] = out
+            self.open[out.id] = out
         return out
 
     def refreshed(self) -> list[Finding]:

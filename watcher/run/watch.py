@@ -27,10 +27,20 @@ from watcher.engine import Engine
 from watcher.exit_codes import ExitCode
 from watcher.findings import Finding, Notice
 from watcher.run import parallel
+from watcher.run.budget import (
+    SampleSpend,
+    TaskBudget,
+    TaskSpend,
+    loop_tokens,
+    sample_spend,
+    spend_notice,
+    task_spend,
+)
 from watcher.run.router import AlertSink, Decider, Handoff, Router, Sink
-from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector
+from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector, row_end
 from watcher.run.sources import SourcePicker
 from watcher.run.status import run_summary, status_snapshot
+from watcher.starting import starting_evals
 from watcher.state import WatchState
 from watcher.summary import RunSummary, StatusSnapshot
 
@@ -39,6 +49,9 @@ from watcher.summary import RunSummary, StatusSnapshot
 # so the counts a status area shows are never a cycle behind what was printed above it
 STATUS_EVERY = 1.0
 STATUS_MIN = 0.2
+# seconds a watch about to say "no eval yet" looks again: an eval that is finishing has
+# removed its discovery file and exits within this; one that is starting may bind
+STARTING_RECHECK = 3.0
 
 
 @dataclass
@@ -61,6 +74,7 @@ class WatchConfig:
     log_hints: bool = True  # hand-offs name the log (not one that will be deleted: the demo's)
     sample_detail: bool = False  # status snapshots carry a row per sample read
     recent_events: int = 0  # events kept per sample for a front end (RunOptions)
+    task_budget: int | None = None  # tokens a task may spend before a task-budget finding
 
 
 @dataclass
@@ -111,6 +125,7 @@ class Watch:
         self.started_at = time.time()
         self._stop_requested = False
         self._merged: RunSummary | None = None  # a parallel scan's workers' summaries
+        self.budget = TaskBudget(config.task_budget) if config.task_budget else None
 
     @property
     def findings(self) -> dict[str, Finding]:
@@ -169,6 +184,7 @@ class Watch:
         if self.live and cfg.shard is None and self.state.open_evals:
             self.sources.resume_exited()
         deadline = time.time() + cfg.wait_for_evals
+        rechecked = False  # evals seen starting were looked at again (STARTING_RECHECK)
         # a parallel scan's worker leaves signals to its parent (see parallel.py)
         previous = _install_sigterm(self.request_stop) if cfg.shard is None else None
         finished_before = set(self.state.finished)
@@ -184,7 +200,10 @@ class Watch:
                 router.flush()
                 router.pop_notices()
                 now = time.time()
-                if not static and not cfg.once and now - last_discover >= cfg.poll:
+                # evals launched later are found with --follow, and, until the first one
+                # is, within --wait (a --once too: the eval may still be starting)
+                if not static and (not cfg.once or (not runner.watchers and now < deadline)) \
+                        and now - last_discover >= cfg.poll:
                     last_discover = now
                     self.sources.discover()
                 polls = self._polls()
@@ -192,6 +211,7 @@ class Watch:
                         (routed or polls != last_polls) and now - last_status >= STATUS_MIN):
                     last_status, last_polls = now, polls
                     router.send("status", self.status())
+                    self._check_budget(now)
                 if self.interrupted:
                     break
                 if runner.active():
@@ -199,8 +219,14 @@ class Watch:
                 if runner.watchers and not cfg.follow:
                     break
                 if not runner.watchers and not cfg.follow and now >= deadline:
-                    router.notice("no_evals", "no running Inspect evals found "
-                                  "(start one, or use --follow to wait, or --log-dir for logs)")
+                    if not static and not rechecked and starting_evals():
+                        # an eval process without a control channel is starting, or is
+                        # finishing (its discovery file goes first): a moment tells them
+                        # apart (the one exits, the other binds), and is read on
+                        rechecked = True
+                        deadline = now + STARTING_RECHECK
+                        continue
+                    self._say_no_evals(static)
                     break
                 if cfg.once and runner.watchers:
                     break
@@ -216,6 +242,7 @@ class Watch:
                 self._say_if_nothing_matched()
             if cfg.shard is None:  # a parallel scan's parent says it for all its workers
                 self._say_if_incomplete()
+                self._say_spend()
             router.flush(force=True)
             # the last word of the status area: every task as it ended (the rows the
             # last listing, or the log of an eval that exited, gave), not a second old
@@ -231,6 +258,69 @@ class Watch:
                      for tw in sw.tasks.values() if tw.as_of is not None})
             router.save()
         return self._result(len(runner.watchers))
+
+    # -- what the run spent ----------------------------------------------------------
+
+    def spend(self) -> list[tuple[str, TaskSpend, list[SampleSpend]]]:
+        """Each watched task's spend (with the key of the source it is read from), from
+        its listing rows and the findings routed so far (:mod:`watcher.run.budget`)."""
+        loops = loop_tokens(self.router.findings.values())
+        out = []
+        for key, sw in list(self.runner.watchers.items()):
+            for tw in list(sw.tasks.values()):
+                samples = []
+                for (sid, epoch), row in list(tw.rows.items()):
+                    if not tw.opts.owns(sid, epoch):
+                        continue
+                    samples.append(sample_spend(sid, epoch, row.raw, row.attempt,
+                                                not row.terminal, row_end(row)))
+                spend = task_spend(tw.task, samples, loops.get(tw.task.eval_id, (0, 0)),
+                                   finished=tw.finished)
+                out.append((key, spend, samples))
+        return out
+
+    def _check_budget(self, now: float) -> None:
+        """A task that passed ``--task-budget`` (and, later, ended) raises its finding,
+        routed with where its task is read from (a watchdog may act on it)."""
+        if self.budget is None:
+            return
+        for key, spend, samples in self.spend():
+            if not samples:
+                continue
+            for _ in range(2):  # passed and finished in one turn: both snapshots
+                f = self.budget.check(spend, samples, now)
+                if f is None:
+                    break
+                self.router.route(f, self.runner.origins.get(key))
+
+    def _say_spend(self) -> None:
+        """The run-level view, once, at the end (a ``spend`` notice)."""
+        now = time.time()
+        self._check_budget(now)
+        tasks = [spend for _, spend, _ in self.spend()]
+        if tasks:
+            self.router.route(spend_notice(tasks, now, self.config.task_budget))
+
+    def _say_spend_of(self, tasks: list[Any], samples: list[Any]) -> None:
+        """:meth:`_say_spend` for a parallel scan: from the tasks and samples its workers
+        read (:class:`~watcher.summary.TaskSummary`, ``SampleSummary``)."""
+        now = time.time()
+        loops = loop_tokens(self.router.findings.values())
+        views = []
+        for t in tasks:
+            mine = [SampleSpend(s.sample_id, s.epoch, s.retries + 1, s.total_tokens,
+                                s.status == "running")
+                    for s in samples if s.eval_id == t.eval_id]
+            spend = task_spend(t, mine, loops.get(t.eval_id, (0, 0)), finished=True)
+            views.append(spend)
+            if self.budget is not None and mine:
+                for _ in range(2):
+                    f = self.budget.check(spend, mine, now)
+                    if f is None:
+                        break
+                    self.router.route(f)
+        if views:
+            self.router.route(spend_notice(views, now, self.config.task_budget))
 
     # -- the end -------------------------------------------------------------------------
 
@@ -290,6 +380,34 @@ class Watch:
             self.router.notice("no_match", f"no sample {sel.sample_id!r}{epoch} in the "
                                f"matching tasks {where}")
 
+    def _say_no_evals(self, static: bool) -> None:
+        """Nothing to watch: "no eval yet" when an eval process is starting (its control
+        channel is not up: a watch started with ``inspect eval`` finds none for several
+        seconds), else "no evals"."""
+        starting = [] if static else starting_evals()
+        waiting = [e for e in starting if not e.ctl_server_off]
+        off = [e for e in starting if e.ctl_server_off]
+        waited = (f" (waited {self.config.wait_for_evals:g} s)"
+                  if self.config.wait_for_evals else "")
+        if waiting:
+            pids = ", ".join(str(e.pid) for e in waiting)
+            self.router.route(Notice(
+                kind="no_eval_yet", at=time.time(),
+                details={"pids": [e.pid for e in waiting],
+                         "waited": self.config.wait_for_evals},
+                message=f"no eval yet: `inspect {waiting[0].command}` (pid {pids}) is "
+                        f"starting and its control channel is not up{waited}; watch again, "
+                        "or use --wait SECONDS (or --follow) to wait for it"))
+            return
+        message = ("no running Inspect evals found (start one, or use --follow to wait, or "
+                   "--log-dir for logs)")
+        if off:
+            message += (f"; pid {', '.join(str(e.pid) for e in off)} runs `inspect "
+                        f"{off[0].command}` with --ctl-server off: it has no control channel "
+                        "to watch live (read its logs with --log-dir)")
+        self.router.route(Notice(kind="no_evals", at=time.time(), message=message,
+                                 details={"ctl_server_off": [e.pid for e in off]}))
+
     def _tasks_read(self) -> bool:
         return any(sw.tasks for sw in self.runner.watchers.values())
 
@@ -301,6 +419,12 @@ class Watch:
             code = ExitCode.SOURCE  # nothing could be read: not a clean scan
         if code == ExitCode.OK and self._unreadable():
             code = ExitCode.SOURCE  # a log or a sample could not be read: not a clean scan
+        if code == ExitCode.OK:
+            kinds = {n.kind for n in router.notices}
+            if "no_match" in kinds:
+                code = ExitCode.NO_MATCH  # a mistyped task or sample is no clean run
+            elif "no_eval_yet" in kinds:
+                code = ExitCode.NOT_STARTED  # the eval was not read: not yet watched
         if self.interrupted and not router.failed:
             code = ExitCode.OUTPUT_CLOSED if router.output_closed else ExitCode.INTERRUPTED
         if router.write_error is not None or router.state_error is not None:
@@ -329,6 +453,7 @@ class Watch:
         if not self.interrupted:
             self._say_if_nothing_matched(tasks_read=bool(tasks), samples_read=bool(samples))
         self._say_if_incomplete()  # before the last flush: it belongs in the outputs too
+        self._say_spend_of(tasks, samples)
         self.router.flush(force=True)
         self.router.drain_alerts(self.config.alert_drain)
         self._merged = RunSummary(tasks=tuple(tasks), samples=tuple(samples),

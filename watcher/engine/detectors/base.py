@@ -353,7 +353,7 @@ class RuleState:
             "confidence_reason": ep.reason, "sample": ref, "summary": summary,
             "evidence": evidence, "first_seen": ep.first_seen, "last_seen": ep.last_seen,
             "count": ep.count, "status": status, "handoff": rule.handoff,
-            "episode": ep.number,
+            "episode": ep.number, "actions": (),
         })
 
     def common(self, ep: Episode, e: Event) -> None:
