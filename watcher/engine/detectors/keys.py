@@ -60,8 +60,10 @@ def normalise_step(text: str, step: str) -> str:
 
 def _cosmetic(text: str) -> str:
     """The ``cosmetic`` normaliser: quoting, a trailing slash or semicolon and spacing
-    dropped (after ``whitespace``, runs of spaces are single already)."""
-    text = collapse_ws(text)
+    dropped (whitespace collapsed first, unless it is already: a ``whitespace`` step
+    before this one leaves no run of spaces and no newline)."""
+    if "  " in text or "\n" in text or "\t" in text or text[:1] == " ":
+        text = collapse_ws(text)
     for a, b in _COSMETIC_PAIRS:
         if a in text:
             text = text.replace(a, b)
@@ -71,7 +73,8 @@ def _cosmetic(text: str) -> str:
             text = text.replace(a, b)
     while text[-1:] in ("/", ";") and text:
         text = text[:-1]
-    return collapse_ws(text)
+    # dropping a quote can leave two spaces side by side (`a " b`)
+    return collapse_ws(text) if "  " in text or text[-1:] == " " else text
 
 
 def part_text(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...]) -> str:
