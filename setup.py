@@ -27,6 +27,7 @@ COMPILED = [
     "watcher/engine/scanmatch.py",
     "watcher/engine/rx.py",
     "watcher/engine/runtime.py",
+    "watcher/engine/pace.py",
     "watcher/engine/detectors/base.py",
     "watcher/engine/detectors/keys.py",
     "watcher/engine/detectors/match.py",

@@ -26,6 +26,7 @@ from mypy_extensions import mypyc_attr
 
 from watcher.engine.detectors import RuleState, whole_value
 from watcher.engine.gate import Gate
+from watcher.engine.pace import CallClock, Pace, Paces
 from watcher.engine.rule import CLOCK, ExceptionSpec, ExprFailed, Rule, RuleRunError, never
 from watcher.engine.text import collapse_ws
 from watcher.events import TIERS, Event, Tier, tier_rank
@@ -36,7 +37,7 @@ from watcher.findings import Finding, SampleRef
 class SampleStatus:
     """What the stream knows about a sample between events; drives ``idle`` rules.
 
-    ``in_flight`` lists events left pending, each ``{type, function, since}``;
+    ``in_flight`` lists events left pending, each ``{type, function, model, since}``;
     ``polls_without_change`` counts consecutive polls that brought nothing new, so
     a stall is only reported once it is corroborated by at least two polls.
     """
@@ -162,6 +163,10 @@ class Engine:
         self._failures_seen: set[tuple[str, str, str]] = set()
         self._failures: list[RuleRunError] = []
         self._failures_lock = threading.Lock()
+        # the tasks' own pace of calls, for rules that learn it (``idle`` with ``learn``):
+        # only then does each sample time its calls (engine/pace.py)
+        self.paced = any(getattr(r.detector, "learns", False) for r in self.rules)
+        self.paces = Paces()
 
     def failed(self, rule: Rule, exc: ExprFailed, ref: SampleRef) -> None:
         """Record that ``rule``'s expression failed on ``ref``'s data (first time only)."""
@@ -268,6 +273,12 @@ class SampleWatch:
         # hashes of the user messages that prompted model turns so far (bounded): one seen
         # again verbatim is the harness repeating itself (a continue message), not a person
         self.prompts: dict[int, None] = {}
+        # the task's pace (shared by its samples) and this attempt's timing of its calls
+        self.pace: Pace | None = None
+        self.calls: CallClock | None = None
+        if eng.paced:
+            self.pace = eng.paces.of(ref.eval_id, ref.task_id)
+            self.calls = CallClock(self.pace)
 
     def _state(self, i: int) -> RuleState:
         """Rule ``i``'s state, created on first use."""
@@ -305,6 +316,9 @@ class SampleWatch:
             self.cache = {}
         if event.get("prompt_role") == "user":
             self._prompt_seen(event)
+        calls = self.calls
+        if calls is not None:
+            calls.see(event)
         out: list[Finding] = []
         for st in self.clocked:
             if st.ep is not None:
