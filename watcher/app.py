@@ -105,6 +105,8 @@ class WatchOptions:
     act_policy: str | None = None  # a policy file over the built-in defaults
     act_max: int = ACT_MAX  # actions a watch may take
     act_max_task: int = ACT_MAX_TASK  # actions a watch may take on one task
+    # release each live eval process read to its end (watcher/sessions.py)
+    release_when_done: bool = False
 
 
 class OptionsError(ValueError):
@@ -151,6 +153,10 @@ def check(options: WatchOptions) -> WatchOptions:
             raise OptionsError("a shard is a share of the logs: use it with --log-dir",
                                "--shard")
     check_act(options)
+    if options.release_when_done and (options.log_dir or options.replay
+                                      or options.transport == "cli"):
+        raise OptionsError("releases live evals through their control socket: not with "
+                           "logs, recordings or --transport cli", "--release-when-done")
     local = local_path(options.log_dir)
     if local is not None and not local.exists():
         raise OptionsError(f"{options.log_dir} does not exist", "--log-dir")
@@ -397,6 +403,7 @@ class _Session:
         self.deciders = list(deciders)
         self.latest = _Latest()
         self.watch: Watch | None = None
+        self.releaser: Any = None  # --release-when-done (watcher.sessions.ReleaseWhenDone)
         self._stop = False
         self._lock = threading.Lock()
 
@@ -440,6 +447,11 @@ class _Session:
                                 max_actions=o.act_max, max_per_task=o.act_max_task,
                                 state=state)
             deciders.append(watchdog)
+        if o.release_when_done:
+            from watcher.sessions import ReleaseWhenDone
+
+            self.releaser = ReleaseWhenDone()
+            deciders.append(self.releaser)
         try:
             alerts = _alerts(o)  # before any output is opened: nothing is left behind
             if alerts is None:
@@ -471,6 +483,8 @@ class _Session:
                                        handoff=watchdog.handoff if watchdog else None)
             if self._stop:
                 watch.request_stop()
+        if self.releaser is not None:
+            self.releaser.watch = watch
         if watchdog is not None:
             router = watch.router
 

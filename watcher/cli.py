@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from watcher import __version__
+from watcher import __version__, sessions_cli
 from watcher.act import MAX_ACTIONS, MAX_PER_TASK
 from watcher.engine import COMPILED
 from watcher.exit_codes import ExitCode
@@ -134,6 +134,9 @@ def main() -> None:
 
 
 main.add_command(rules_group, name="rules")
+main.add_command(sessions_cli.launch, name="launch")
+main.add_command(sessions_cli.sessions, name="sessions")
+main.add_command(sessions_cli.release, name="release")
 
 
 class WatchCommand(click.Command):
@@ -232,6 +235,9 @@ class WatchCommand(click.Command):
               metavar="N", help="With --act: at most N actions in this watch.")
 @click.option("--act-max-task", type=click.IntRange(min=1), default=MAX_PER_TASK,
               show_default=True, metavar="N", help="With --act: at most N actions on one task.")
+@click.option("--release-when-done", is_flag=True, help="Release each eval process kept "
+              "alive (--ctl-server=keep) once its tasks are over and read to the end, so "
+              "nothing is left parked (never cancels a running eval).")
 def watch(task: str | None, sample_id: str | None, epoch: int | None,
           **options: Any) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
