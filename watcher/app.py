@@ -354,6 +354,11 @@ class WatchHandle:
         watch = self._session.watch
         return watch.recent_events(eval_id, sample_id, epoch) if watch is not None else []
 
+    @property
+    def watchdog(self) -> Any:
+        """The watchdog (``act``), once the watch has started; ``None`` without it."""
+        return self._session.watchdog
+
     def stop(self) -> None:
         """End the watch as Ctrl+C does: outputs flushed, summaries written, state
         saved. Returns at once; :meth:`wait` for the end."""
@@ -404,6 +409,7 @@ class _Session:
         self.latest = _Latest()
         self.watch: Watch | None = None
         self.releaser: Any = None  # --release-when-done (watcher.sessions.ReleaseWhenDone)
+        self.watchdog: Any = None  # --act (watcher.act.watchdog.Watchdog)
         self._stop = False
         self._lock = threading.Lock()
 
@@ -447,6 +453,7 @@ class _Session:
                                 max_actions=o.act_max, max_per_task=o.act_max_task,
                                 state=state)
             deciders.append(watchdog)
+        self.watchdog = watchdog
         if o.release_when_done:
             from watcher.sessions import ReleaseWhenDone
 
