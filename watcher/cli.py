@@ -301,6 +301,44 @@ def replay(files: tuple[str, ...], **options: Any) -> None:
     _run(replay=files, quiet=True, poll=0.05, **options)
 
 
+@main.command(name="mcp")
+@_rule_options
+@click.option("--poll", type=float, default=1.0, show_default=True, help="Seconds between polls.")
+@click.option("--transport", type=click.Choice(["auto", "http"]), default="auto",
+              show_default=True, help="As for watch.")
+@click.option("--output", "-o", help="Also write what the watch reports here, as JSONL.")
+@click.option("--act", is_flag=True, help="Offer the acting tools (launch, release, act on a "
+              "finding) and run the watchdog, as `watch --act` (its policy and audit).")
+@click.option("--dry-run", is_flag=True, help="With --act: the watchdog's dry runs only.")
+@click.option("--act-policy", type=click.Path(dir_okay=False), metavar="FILE",
+              help="With --act: an action policy over the built-in one.")
+@click.option("--act-max", type=click.IntRange(min=1), default=MAX_ACTIONS, show_default=True,
+              metavar="N", help="With --act: at most N actions.")
+@click.option("--act-max-task", type=click.IntRange(min=1), default=MAX_PER_TASK,
+              show_default=True, metavar="N", help="With --act: at most N actions on one task.")
+def mcp_cmd(output: str | None, **options: Any) -> None:
+    """A Model Context Protocol server (stdio) for coding agents that babysit evals.
+
+    Tools: list_evals, list_samples, findings (since a cursor), get_finding,
+    sample_events, sessions; with --act also launch, release, act_on_finding. Add it to
+    an agent, e.g. `claude mcp add inspect-watch -- inspect-watch mcp`. docs/agents.md.
+    """
+    from watcher import app
+    from watcher.mcp.server import main_error, missing_sdk, serve
+
+    why = missing_sdk()
+    if why is not None:
+        main_error(why)
+        sys.exit(ExitCode.BAD_INPUT)
+    act = bool(options.get("act"))
+    try:
+        opts = app.WatchOptions(format="jsonl" if output else None, output=output, **options)
+        app.check(opts)
+    except app.OptionsError as e:
+        _bad_input(e)
+    sys.exit(serve(opts, act=act))
+
+
 @main.command(name="ls")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def ls_cmd(as_json: bool) -> None:
