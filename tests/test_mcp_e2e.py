@@ -157,10 +157,16 @@ def test_with_act_the_agent_acts_through_the_watchdogs_policy_and_audit(
             assert again["decided"].startswith("not acting: this finding episode was acted")
             full = await call("get_finding", finding_id=loop["id"])
             assert [a["outcome"] for a in full["actions"]][:1] == ["requested"]
+            # releasing a running eval: it will exit when done; nothing is cancelled
+            rel = await call("release", pid=proc.proc.pid)
+            [r] = rel["released"]
+            assert r["ok"] and not r["was_finished"] and "nothing was cancelled" in r["message"]
+            assert rel["actions"][0]["verb"] == "release_process"
 
     anyio.run(go)
     lines = [json.loads(x) for x in audit.read_text().splitlines() if x.strip()]
-    assert [a["outcome"] for a in lines if a["kind"] == "action"][:1] == ["requested"]
+    acts = [(a["verb"], a["outcome"]) for a in lines if a["kind"] == "action"]
+    assert acts[:2] == [("cancel_sample", "requested"), ("release_process", "requested")], acts
     from inspect_ai.log import read_eval_log
 
     proc.stop()
@@ -168,3 +174,25 @@ def test_with_act_the_agent_acts_through_the_watchdogs_policy_and_audit(
     [log] = proc.logs()
     [s] = [s for s in read_eval_log(str(log)).samples or [] if s.id == "submit-loop"]
     assert any(e.event == "sample_limit" and e.type == "operator" for e in s.events)
+
+
+def test_with_act_dry_run_the_acting_tools_only_say_what_they_would_do(
+        tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+
+    async def go() -> None:
+        async with server("--act", "--dry-run", "-o", str(audit)) as (tools, call):
+            assert tools == READ_TOOLS | ACT_TOOLS
+            got = await call("launch", command=["inspect", "eval", "t.py", "--log-dir",
+                                                str(tmp_path / "logs")])
+            assert got["launched"] is False and got["would_run"][-1] == "--ctl-server=keep"
+            assert got["action"]["outcome"] == "dry_run"
+            assert got["action"]["verb"] == "launch_run"
+            assert (await call("release"))["note"] == "no finished eval is kept alive"
+            await until(call, "findings", lambda d: bool(d["actions"]), cursor=0, cap=30)
+            assert (await call("sessions"))["sessions"] == []  # nothing was launched
+
+    anyio.run(go)
+    lines = [json.loads(x) for x in audit.read_text().splitlines() if x.strip()]
+    assert [(a["verb"], a["outcome"], a["mode"]) for a in lines if a["kind"] == "action"] \
+        == [("launch_run", "dry_run", "dry-run")]

@@ -252,6 +252,12 @@ class Watchdog:
         for client in list(self._clients.values()):
             client.close()
 
+    def note(self, record: Notice) -> None:
+        """An audit record of an action taken beside the policy's findings path (the MCP
+        server's ``launch`` and ``release`` under ``--act``): written with the others."""
+        with self._lock:
+            self._records.append(record)
+
     def expedite(self, f: Finding, origin: Origin | None) -> str:
         """Act on ``f`` now, as the policy says, without waiting for its grace: a person
         (or their agent, ``inspect-watch mcp --act``) asked. Every other step is the same:

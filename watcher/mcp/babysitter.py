@@ -136,6 +136,7 @@ class Babysitter:
     def __init__(self, options: WatchOptions, *, act: bool = False,
                  log_size: int = LOG_SIZE) -> None:
         self.act = act
+        self.dry_run = act and options.dry_run
         self.log = FindingLog(log_size)
         opts = replace(options, follow=True, once=False, quiet=True, sample_detail=True,
                        recent_events=max(options.recent_events, RECENT_EVENTS), act=act)
@@ -269,18 +270,55 @@ class Babysitter:
         if not self.act:  # the tools are not even offered; a library caller is told
             raise PermissionError("acting needs `inspect-watch mcp --act`")
 
+    def _dog(self, wait: float = 30.0) -> Any:
+        """The watch's watchdog, once the watch has made it (it loads the rules first)."""
+        deadline = time.monotonic() + wait
+        while self.handle.watchdog is None and self.handle.running and (
+                time.monotonic() < deadline):
+            time.sleep(0.05)
+        return self.handle.watchdog
+
+    def _audit(self, verb: str, outcome: str, message: str, reason: str | None = None,
+               **details: Any) -> dict[str, Any]:
+        """An action record for what an acting tool did, written with the watchdog's."""
+        record = Action(message=message, at=time.time(), verb=verb, outcome=outcome,
+                        reason=reason, mode="dry-run" if self.dry_run else "act",
+                        scope="run", details=details)
+        dog = self._dog()
+        if dog is not None:
+            dog.note(record)  # to every output of the watch, as the watchdog's own
+        else:
+            self.log.notice(record)
+        return action_dict(record)
+
     def launch(self, command: list[str], name: str | None = None, headless: bool = False,
                tmux_socket: str | None = None) -> dict[str, Any]:
         self._acting()
+        import os
         from dataclasses import asdict
 
         from watcher import launch as lm
 
+        words = " ".join(command)
+        if self.dry_run:
+            try:
+                p = lm.plan(list(command), os.getcwd(), dict(os.environ), headless=headless)
+            except lm.LaunchError as e:
+                return {"launched": False, "error": str(e)}
+            return {"launched": False, "would_run": p.command, "added": p.added,
+                    "action": self._audit("launch_run", "dry_run", f"--dry-run: would launch "
+                                          f"{' '.join(p.command)}", command=p.command)}
         try:
             rec = lm.run(list(command), name=name, headless=headless, socket=tmux_socket)
         except lm.LaunchError as e:
-            return {"launched": False, "error": str(e)}
-        return {"launched": True, "record": asdict(rec), "how": lm.describe(rec)}
+            return {"launched": False, "error": str(e),
+                    "action": self._audit("launch_run", "failed", f"launch of {words} failed: "
+                                          f"{e}", reason="launch_failed", command=command)}
+        return {"launched": True, "record": asdict(rec), "how": lm.describe(rec),
+                "action": self._audit("launch_run", "requested", f"launched {words} "
+                                      f"({rec.mode} {rec.session}, pid {rec.pid})",
+                                      pid=rec.pid, session=rec.session, log_dir=rec.log_dir,
+                                      command=rec.command, record=str(rec.path))}
 
     def release(self, pid: int | None = None) -> dict[str, Any]:
         self._acting()
@@ -288,8 +326,12 @@ class Babysitter:
 
         from watcher.sessions import release_finished
 
-        done, left = release_finished(pid)
-        return {"released": [asdict(r) for r in done],
+        done, left = release_finished(pid, dry_run=self.dry_run)
+        actions = [self._audit("release_process", "dry_run" if self.dry_run else
+                               "requested" if r.ok else "failed", r.message,
+                               reason=None if r.ok else "release_failed", pid=r.pid,
+                               exited=r.exited) for r in done]
+        return {"released": [asdict(r) for r in done], "actions": actions,
                 "left_running": [s.server.pid for s in left if not s.finished],
                 "note": None if done else (f"no running eval has pid {pid}" if pid is not None
                                            else "no finished eval is kept alive")}
@@ -301,7 +343,7 @@ class Babysitter:
         f = self.log.latest.get(finding_id)
         if f is None:
             return {"error": f"no finding {finding_id!r} (ids come from `findings`)"}
-        dog = self.handle.watchdog
+        dog = self._dog()
         if dog is None:
             return {"error": "the watchdog is not running"}
         start_at = self.log.cursor
