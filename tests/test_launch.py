@@ -17,10 +17,10 @@ BIN = str(Path(sys.executable).parent)
 ENV = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
 
 
-def fake_inspect(tmp_path: Path, help_text: str) -> dict[str, str]:
+def fake_inspect(tmp_path: Path, help_text: str, name: str) -> dict[str, str]:
     """An `inspect` on PATH whose `--help` says ``help_text`` (an older release)."""
-    d = tmp_path / "bin"
-    d.mkdir(exist_ok=True)
+    d = tmp_path / name
+    d.mkdir()
     exe = d / "inspect"
     exe.write_text(f"#!/bin/sh\ncat <<'EOF'\n{help_text}\nEOF\n")
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
@@ -33,10 +33,11 @@ def test_the_installed_inspect_keeps_alive_with_ctl_server_keep() -> None:
 
 
 def test_an_older_inspect_keeps_alive_with_keep_alive_or_not_at_all(tmp_path: Path) -> None:
-    old = fake_inspect(tmp_path, "  --keep-alive  Keep the process alive after the eval.")
+    old = fake_inspect(tmp_path, "  --keep-alive  Keep the process alive after the eval.",
+                       "old")
     p = plan(["inspect", "eval", "t.py", "--log-dir", "logs"], str(tmp_path), old)
     assert p.command[-1] == "--keep-alive" and p.keep == "--keep-alive"
-    older = fake_inspect(tmp_path, "  --log-dir TEXT  Directory for log files.")
+    older = fake_inspect(tmp_path, "  --log-dir TEXT  Directory for log files.", "older")
     p = plan(["inspect", "eval", "t.py", "--log-dir", "logs"], str(tmp_path), older)
     assert p.keep is None and p.command == ["inspect", "eval", "t.py", "--log-dir", "logs"]
     rec = LaunchRecord(id="x", session="x", mode="tmux", command=p.command, given=p.given,

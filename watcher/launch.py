@@ -55,7 +55,11 @@ _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 class LaunchError(Exception):
-    """Why a launch was refused or failed (said to the user as is)."""
+    """Why a launch was refused (said to the user as is): nothing was started."""
+
+
+class LaunchFailed(LaunchError):
+    """The command was started and failed (exited, never bound, tmux failed)."""
 
 
 @dataclass(frozen=True)
@@ -95,16 +99,27 @@ def parse_command(argv: list[str]) -> Command:
     return Command(list(argv), argv[1], log_dir, ctl, "--keep-alive" in rest)
 
 
+_HELP: dict[tuple[str, str], str] = {}
+
+
+def help_text(inspect: str, sub: str, env: dict[str, str]) -> str:
+    """``inspect SUB --help`` of the installed Inspect (run once per process)."""
+    key = (inspect, sub)
+    if key not in _HELP:
+        try:
+            res = subprocess.run([inspect, sub, "--help"], capture_output=True, text=True,
+                                 timeout=120, env=env, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise LaunchError(f"cannot run `{inspect} {sub} --help` to see what it "
+                              f"supports: {e}") from e
+        _HELP[key] = res.stdout
+    return _HELP[key]
+
+
 def keep_flag(inspect: str, sub: str, env: dict[str, str]) -> str | None:
     """The flag of the installed Inspect that keeps a finished eval's control surface up:
     ``--ctl-server=keep`` (0.3.285), ``--keep-alive`` (older), or ``None``."""
-    try:
-        res = subprocess.run([inspect, sub, "--help"], capture_output=True, text=True,
-                             timeout=120, env=env, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise LaunchError(f"cannot run `{inspect} {sub} --help` to see what it supports: "
-                          f"{e}") from e
-    text = res.stdout
+    text = help_text(inspect, sub, env)
     if "--ctl-server" in text and "keep" in text:
         return "--ctl-server=keep"
     if "--keep-alive" in text:
@@ -113,9 +128,7 @@ def keep_flag(inspect: str, sub: str, env: dict[str, str]) -> str | None:
 
 
 def supports_detach(inspect: str, sub: str, env: dict[str, str]) -> bool:
-    res = subprocess.run([inspect, sub, "--help"], capture_output=True, text=True,
-                         timeout=120, env=env, stdin=subprocess.DEVNULL)
-    return "--detach" in res.stdout
+    return "--detach" in help_text(inspect, sub, env)
 
 
 def first_task(cmd: Command) -> str:
@@ -224,9 +237,9 @@ def wait_bound(find: Callable[[], ControlServer | None], failed: Callable[[], st
             return server
         why = failed()
         if why is not None:
-            raise LaunchError(why)
+            raise LaunchFailed(why)
         if time.monotonic() > deadline:
-            raise LaunchError(f"the eval's control endpoint did not bind within {wait:g} s")
+            raise LaunchFailed(f"the eval's control endpoint did not bind within {wait:g} s")
         time.sleep(0.2)
 
 
@@ -316,7 +329,7 @@ def launch_tmux(p: Plan, *, cwd: str, env: dict[str, str], name: str | None,
         if "duplicate session" in res.stderr:
             raise LaunchError(f"a tmux session named {session!r} exists already: choose "
                               "another --name")
-        raise LaunchError(f"tmux new-session failed: {res.stderr.strip()}")
+        raise LaunchFailed(f"tmux new-session failed: {res.stderr.strip()}")
     pane = tmux.pane_pid(session)
 
     def find() -> ControlServer | None:
@@ -370,7 +383,7 @@ def launch_headless(p: Plan, *, cwd: str, env: dict[str, str], name: str | None,
             res = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
                                  timeout=wait, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as e:
-            raise LaunchError(f"`inspect ... --detach` did not report its launch within "
+            raise LaunchFailed(f"`inspect ... --detach` did not report its launch within "
                               f"{wait:g} s") from e
         launched = None
         for line in res.stdout.splitlines():
@@ -382,10 +395,10 @@ def launch_headless(p: Plan, *, cwd: str, env: dict[str, str], name: str | None,
                 launched = doc
         if res.returncode != 0 or launched is None:
             tail = "\n".join((res.stderr or res.stdout).splitlines()[-25:])
-            raise LaunchError(f"the command exited (code {res.returncode}) without launching"
+            raise LaunchFailed(f"the command exited (code {res.returncode}) without launching"
                               + (f":\n{tail}" if tail else ""))
         if not launched.get("control"):
-            raise LaunchError("the eval launched, but its control endpoint did not bind "
+            raise LaunchFailed("the eval launched, but its control endpoint did not bind "
                               "(`control` is null in Inspect's launch record)")
         record.pid = int(launched["pid"])
         record.output_file = launched.get("output_file")

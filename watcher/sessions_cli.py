@@ -70,8 +70,7 @@ def launch(command: tuple[str, ...], name: str | None, headless: bool,
                      cwd=cwd)
     except lm.LaunchError as e:
         lm.main_error(e)
-        refused = "exited" not in str(e) and "did not bind" not in str(e)
-        sys.exit(ExitCode.BAD_INPUT if refused else ExitCode.SOURCE)
+        sys.exit(ExitCode.SOURCE if isinstance(e, lm.LaunchFailed) else ExitCode.BAD_INPUT)
     if as_json:
         click.echo(json.dumps(asdict(rec), indent=2))
     else:
