@@ -234,3 +234,15 @@ def test_learn_true_takes_the_defaults_and_bad_values_are_located(tmp_path: Path
     with pytest.raises(RuleLoadErrors) as err:
         learning(tmp_path, "{factor: 0.5}")
     assert "factor" in err.value.render() and "rules.yaml:" in err.value.render()
+
+
+def test_a_learning_rule_alone_reads_the_calls_it_learns_from(tmp_path: Path) -> None:
+    """The stall rule alone reads model, tool and sandbox events (what it learns from and
+    sees in flight), not every event type: reading all types through the sample buffer
+    showed no call in flight during three-minute tool calls (false stalls)."""
+    learner = learning(tmp_path)
+    assert learner.rules[0].reads_events is False
+    assert learner.event_types == frozenset({"model", "tool", "sandbox"})
+    plain = Engine(load_text(tmp_path, LEARN.format(learn="null").replace(
+        "    learn: null\n", ""), "plain.yaml"))
+    assert plain.event_types == frozenset()  # unchanged: no learning, no calls read

@@ -51,6 +51,8 @@ class SampleStatus:
 
 _DIGITS = re.compile(r"\d+")
 MAX_PROMPTS = 1024  # user prompts remembered per sample attempt (prompt_seen)
+# what a clock rule that learns the task's pace reads (engine/pace.py; idle's in flight)
+PACED_TYPES = frozenset({"model", "tool", "sandbox"})
 NUMERIC_FIELDS = ("total_tokens", "total_time", "message_count", "retries")
 
 
@@ -188,10 +190,12 @@ class Engine:
 
     @property
     def event_types(self) -> frozenset[str] | None:
-        """Union of event types the rules read; ``None`` when some rule reads all."""
+        """Union of event types the rules read; ``None`` when some rule reads all. Rules
+        that learn a task's pace read its calls (and see them pending)."""
         if self.any_type:
             return None
-        return frozenset(self.by_type)
+        types = frozenset(self.by_type)
+        return types | PACED_TYPES if self.paced else types
 
     @property
     def tier(self) -> Tier:

@@ -32,7 +32,7 @@ NAME_WIDTH = 60  # characters of a model or tool name a message quotes
 
 IDLE_FACTS: frozenset[str] = COMMON_FACTS | {
     "kind", "idle_seconds", "threshold_seconds", "function", "polls", "model", "waiting",
-    "basis", "learned", "calls", "percentile_seconds", "longest_seconds"}
+    "basis", "learned", "calls", "percentile", "percentile_seconds", "longest_seconds"}
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class IdleState(RuleState):
         """The threshold for what is in flight, and the facts that say where it came
         from (``basis`` in words)."""
         spec = self.spec
-        facts: dict[str, Any] = {"learned": False, "calls": None,
+        facts: dict[str, Any] = {"learned": False, "calls": None, "percentile": None,
                                  "percentile_seconds": None, "longest_seconds": None}
         if function and kind != "model":
             fixed = spec.functions.get(str(function))
@@ -154,8 +154,8 @@ class IdleState(RuleState):
             why = "the longest of them"
         else:
             why = f"{learn.factor:g}× {pct}"
-        facts.update(learned=True, percentile_seconds=round(p, 3),
-                     longest_seconds=round(longest, 3))
+        facts.update(learned=True, percentile=learn.percentile,
+                     percentile_seconds=round(p, 3), longest_seconds=round(longest, 3))
         facts["basis"] = (f"this task's {noun}: {pct} {secs(p)} s over {n} calls, longest "
                           f"{secs(longest)} s; threshold {secs(threshold)} s ({why})")
         return threshold, facts
