@@ -166,7 +166,8 @@ def test_with_act_the_agent_acts_through_the_watchdogs_policy_and_audit(
     anyio.run(go)
     lines = [json.loads(x) for x in audit.read_text().splitlines() if x.strip()]
     acts = [(a["verb"], a["outcome"]) for a in lines if a["kind"] == "action"]
-    assert acts[:2] == [("cancel_sample", "requested"), ("release_process", "requested")], acts
+    assert acts[0] == ("cancel_sample", "requested"), acts
+    assert ("release_process", "requested") in acts, acts  # (a `confirmed` may come between)
     from inspect_ai.log import read_eval_log
 
     proc.stop()
