@@ -30,6 +30,7 @@ COMPILED = [
     # each tool call's effect and failure, set before any rule reads it
     "watcher/engine/calls.py",
     "watcher/engine/shell.py",
+    "watcher/engine/pace.py",
     "watcher/engine/detectors/base.py",
     "watcher/engine/detectors/keys.py",
     "watcher/engine/detectors/match.py",

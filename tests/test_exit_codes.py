@@ -51,7 +51,8 @@ def gated() -> Task:
 def test_every_exit_code_is_in_the_help_and_the_readme_table() -> None:
     helped = {int(m) for m in re.findall(r"^\s+(\d+)\s{2,}", EXIT_CODES, re.M)}
     assert helped == {int(c) for c in ExitCode}
-    for command in ([], ["watch"], ["record"], ["replay"], ["report"], ["ls"], ["rules"]):
+    for command in ([], ["watch"], ["record"], ["replay"], ["report"], ["ls"], ["rules"],
+                    ["top"], ["demo"], ["launch"], ["sessions"], ["release"], ["mcp"]):
         res = CliRunner().invoke(main, [*command, "--help"])
         assert "Exit codes" in res.output and "4    nothing matched" in res.output, command
     text = README.read_text()

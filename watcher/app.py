@@ -107,6 +107,8 @@ class WatchOptions:
     act_max_task: int = ACT_MAX_TASK  # actions a watch may take on one task
     # a run-wide budget: tokens a task's samples may spend before a task-budget finding
     task_budget: int | None = None
+    # release each live eval process read to its end (watcher/sessions.py)
+    release_when_done: bool = False
 
 
 class OptionsError(ValueError):
@@ -155,6 +157,10 @@ def check(options: WatchOptions) -> WatchOptions:
     check_act(options)
     if options.task_budget is not None and options.task_budget < 1:
         raise OptionsError("must be 1 token or more", "--task-budget")
+    if options.release_when_done and (options.log_dir or options.replay
+                                      or options.transport == "cli"):
+        raise OptionsError("releases live evals through their control socket: not with "
+                           "logs, recordings or --transport cli", "--release-when-done")
     local = local_path(options.log_dir)
     if local is not None and not local.exists():
         raise OptionsError(f"{options.log_dir} does not exist", "--log-dir")
@@ -356,6 +362,11 @@ class WatchHandle:
         watch = self._session.watch
         return watch.recent_events(eval_id, sample_id, epoch) if watch is not None else []
 
+    @property
+    def watchdog(self) -> Any:
+        """The watchdog (``act``), once the watch has started; ``None`` without it."""
+        return self._session.watchdog
+
     def stop(self) -> None:
         """End the watch as Ctrl+C does: outputs flushed, summaries written, state
         saved. Returns at once; :meth:`wait` for the end."""
@@ -405,6 +416,8 @@ class _Session:
         self.deciders = list(deciders)
         self.latest = _Latest()
         self.watch: Watch | None = None
+        self.releaser: Any = None  # --release-when-done (watcher.sessions.ReleaseWhenDone)
+        self.watchdog: Any = None  # --act (watcher.act.watchdog.Watchdog)
         self._stop = False
         self._lock = threading.Lock()
 
@@ -448,6 +461,12 @@ class _Session:
                                 max_actions=o.act_max, max_per_task=o.act_max_task,
                                 state=state)
             deciders.append(watchdog)
+        self.watchdog = watchdog
+        if o.release_when_done:
+            from watcher.sessions import ReleaseWhenDone
+
+            self.releaser = ReleaseWhenDone()
+            deciders.append(self.releaser)
         try:
             alerts = _alerts(o)  # before any output is opened: nothing is left behind
             if alerts is None:
@@ -480,6 +499,8 @@ class _Session:
                                        handoff=watchdog.handoff if watchdog else None)
             if self._stop:
                 watch.request_stop()
+        if self.releaser is not None:
+            self.releaser.watch = watch
         if watchdog is not None:
             router = watch.router
             router.actions = watchdog.actions

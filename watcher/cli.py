@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from watcher import __version__
+from watcher import __version__, sessions_cli
 from watcher.act import MAX_ACTIONS, MAX_PER_TASK
 from watcher.engine import COMPILED
 from watcher.exit_codes import ExitCode
@@ -148,6 +148,10 @@ def main() -> None:
 
 rules_group.epilog = EXIT_CODES  # `rules test` exits 1 for a failed case, 2 for bad rules
 main.add_command(rules_group, name="rules")
+for _cmd, _name in ((sessions_cli.launch, "launch"), (sessions_cli.sessions, "sessions"),
+                   (sessions_cli.release, "release")):
+    _cmd.epilog = EXIT_CODES  # one meaning per code across commands
+    main.add_command(_cmd, name=_name)
 
 
 class WatchCommand(click.Command):
@@ -256,6 +260,9 @@ class WatchCommand(click.Command):
               "policy decides (built in: drain the task); without, its hand-off offers "
               "`inspect ctl task drain`. Every watch ends with a `spend` notice: tokens per "
               "task and in all, and the share spent in loops.")
+@click.option("--release-when-done", is_flag=True, help="Release each eval process kept "
+              "alive (--ctl-server=keep) once its tasks are over and read to the end, so "
+              "nothing is left parked (never cancels a running eval).")
 def watch(task: str | None, sample_id: str | None, epoch: int | None,
           **options: Any) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
@@ -317,6 +324,44 @@ def replay(files: tuple[str, ...], **options: Any) -> None:
             click.echo(f"inspect-watch replay: {e}", err=True)
             sys.exit(ExitCode.BAD_INPUT)
     _run(replay=files, quiet=True, poll=0.05, **options)
+
+
+@main.command(name="mcp", epilog=EXIT_CODES)
+@_rule_options
+@click.option("--poll", type=float, default=1.0, show_default=True, help="Seconds between polls.")
+@click.option("--transport", type=click.Choice(["auto", "http"]), default="auto",
+              show_default=True, help="As for watch.")
+@click.option("--output", "-o", help="Also write what the watch reports here, as JSONL.")
+@click.option("--act", is_flag=True, help="Offer the acting tools (launch, release, act on a "
+              "finding) and run the watchdog, as `watch --act` (its policy and audit).")
+@click.option("--dry-run", is_flag=True, help="With --act: the watchdog's dry runs only.")
+@click.option("--act-policy", type=click.Path(dir_okay=False), metavar="FILE",
+              help="With --act: an action policy over the built-in one.")
+@click.option("--act-max", type=click.IntRange(min=1), default=MAX_ACTIONS, show_default=True,
+              metavar="N", help="With --act: at most N actions.")
+@click.option("--act-max-task", type=click.IntRange(min=1), default=MAX_PER_TASK,
+              show_default=True, metavar="N", help="With --act: at most N actions on one task.")
+def mcp_cmd(output: str | None, **options: Any) -> None:
+    """A Model Context Protocol server (stdio) for coding agents that babysit evals.
+
+    Tools: list_evals, list_samples, findings (since a cursor), get_finding,
+    sample_events, sessions; with --act also launch, release, act_on_finding. Add it to
+    an agent, e.g. `claude mcp add inspect-watch -- inspect-watch mcp`. docs/agents.md.
+    """
+    from watcher import app
+    from watcher.mcp.server import main_error, missing_sdk, serve
+
+    why = missing_sdk()
+    if why is not None:
+        main_error(why)
+        sys.exit(ExitCode.BAD_INPUT)
+    act = bool(options.get("act"))
+    try:
+        opts = app.WatchOptions(format="jsonl" if output else None, output=output, **options)
+        app.check(opts)
+    except app.OptionsError as e:
+        _bad_input(e)
+    sys.exit(serve(opts, act=act))
 
 
 @main.command(name="ls", epilog=EXIT_CODES)

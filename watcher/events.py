@@ -7,7 +7,10 @@ not care which they got, so every source passes its events through
 
 common
     ``type`` (``model``, ``tool``, ``error`` …), ``uuid``, ``span_id``,
-    ``timestamp`` (unix seconds, float), ``pending`` (bool).
+    ``timestamp`` (unix seconds, float), ``pending`` (bool); a model or tool event
+    projected from a raw one (a log, the sample buffer, the ``full`` tier) also
+    ``completed`` (unix seconds) once it has completed: the control channel's compact
+    projection carries no such field.
 model
     ``model``, ``tokens``, ``stop_reason``, ``has_error``, ``cost`` (dollars, from a
     raw event whose usage Inspect priced; the control channel serves none), and at the
@@ -152,6 +155,12 @@ def normalise(raw: dict[str, Any], tier: Tier = "content") -> Event:
     out["timestamp"] = _timestamp(raw.get("timestamp"))
     out["pending"] = bool(raw.get("pending"))
     if is_raw:
+        if etype == "model" or etype == "tool":
+            # when the call completed (the compact projection has no such field): what
+            # the idle rules learn a task's pace from (engine/pace.py)
+            completed = _timestamp(raw.get("completed"))
+            if completed is not None:
+                out["completed"] = completed
         _project_raw(out, etype, raw, tier)
         if tier == "full":
             out["raw"] = raw

@@ -97,6 +97,7 @@ class _Pending:
     failures: int = 0
     counted: bool = False  # counted against --act-max / --act-max-task
     args: dict[str, Any] = field(default_factory=dict)
+    asked: bool = False  # someone asked to act now (Watchdog.expedite): no grace
 
 
 class Watchdog:
@@ -257,6 +258,46 @@ class Watchdog:
                            "was over: nothing was done", reason="watch_ended", args=p.args)
         for client in list(self._clients.values()):
             client.close()
+
+    def note(self, record: Notice) -> None:
+        """An audit record of an action taken beside the policy's findings path (the MCP
+        server's ``launch`` and ``release`` under ``--act``): written with the others."""
+        with self._lock:
+            self._records.append(record)
+
+    def expedite(self, f: Finding, origin: Origin | None) -> str:
+        """Act on ``f`` now, as the policy says, without waiting for its grace: a person
+        (or their agent, ``inspect-watch mcp --act``) asked. Every other step is the same:
+        the policy must name an action for the finding at its confidence and its
+        conditions must hold, then the limits, what the server supports, its dry run,
+        the state and the audit records. Returns what was decided, in words; what is
+        done is said by the action records."""
+        if origin is None or origin.server is None:
+            return "not acting: the finding was not read from a live eval's control channel"
+        spec = self.policy.lookup(f)
+        if spec is None or confidence_rank(f.confidence) < confidence_rank(spec.confidence):
+            return (f"not acting: the action policy names no action for {f.rule} at "
+                    f"{f.confidence} (the finding keeps its hand-off)")
+        if f.id in self._acted or f.id in self._settled or f.id in self.state.acted:
+            return "not acting: this finding episode was acted on already (see its actions)"
+        with self._lock:
+            pending = self._pending.get(f.id)
+        if pending is None:
+            records = self._decide(f, origin)
+            if records:
+                with self._lock:
+                    self._records += records
+            with self._lock:
+                pending = self._pending.get(f.id)
+        if pending is None:
+            return "not acting: the watchdog does not act on this finding (see its actions)"
+        if not pending.ready:
+            return (f"not acting yet: the policy's conditions for {f.rule} do not hold "
+                    f"({spec.describe()})")
+        pending.asked = True
+        self._wake.set()
+        return (f"asked: {spec.describe()}, now, after a dry run"
+                + (" (--dry-run: only the dry run)" if self.dry_run else ""))
 
     # -- hand-offs ---------------------------------------------------------------------
 
@@ -486,6 +527,8 @@ class Watchdog:
         assert p.spec is not None
         spec = p.spec
         waited = self.clock() - p.since
+        if p.asked:
+            return "asked"
         if spec.grace_events is None and spec.grace_seconds is None:
             return "none"
         if (spec.grace_events is not None and events is not None and p.events0 is not None

@@ -27,6 +27,7 @@ from mypy_extensions import mypyc_attr
 from watcher.engine.calls import CHANGES, FAILED, CallFacts
 from watcher.engine.detectors import RuleState, whole_value
 from watcher.engine.gate import Gate
+from watcher.engine.pace import CallClock, Pace, Paces
 from watcher.engine.rule import CLOCK, ExceptionSpec, ExprFailed, Rule, RuleRunError, never
 from watcher.engine.text import collapse_ws
 from watcher.events import TIERS, Event, Tier, tier_rank
@@ -37,7 +38,7 @@ from watcher.findings import Finding, SampleRef
 class SampleStatus:
     """What the stream knows about a sample between events; drives ``idle`` rules.
 
-    ``in_flight`` lists events left pending, each ``{type, function, since}``;
+    ``in_flight`` lists events left pending, each ``{type, function, model, since}``;
     ``polls_without_change`` counts consecutive polls that brought nothing new, so
     a stall is only reported once it is corroborated by at least two polls.
     """
@@ -52,6 +53,8 @@ class SampleStatus:
 _DIGITS = re.compile(r"\d+")
 MAX_PROMPTS = 1024  # user prompts remembered per sample attempt (prompt_seen)
 RECENT_CALLS = 64  # tool calls remembered per sample attempt for evidence (calls_between)
+# what a clock rule that learns the task's pace reads (engine/pace.py; idle's in flight)
+PACED_TYPES = frozenset({"model", "tool", "sandbox"})
 NUMERIC_FIELDS = ("total_tokens", "total_time", "message_count", "retries")
 
 
@@ -174,6 +177,10 @@ class Engine:
         self._failures_seen: set[tuple[str, str, str]] = set()
         self._failures: list[RuleRunError] = []
         self._failures_lock = threading.Lock()
+        # the tasks' own pace of calls, for rules that learn it (``idle`` with ``learn``):
+        # only then does each sample time its calls (engine/pace.py)
+        self.paced = any(getattr(r.detector, "learns", False) for r in self.rules)
+        self.paces = Paces()
 
     def failed(self, rule: Rule, exc: ExprFailed, ref: SampleRef) -> None:
         """Record that ``rule``'s expression failed on ``ref``'s data (first time only)."""
@@ -195,10 +202,12 @@ class Engine:
 
     @property
     def event_types(self) -> frozenset[str] | None:
-        """Union of event types the rules read; ``None`` when some rule reads all."""
+        """Union of event types the rules read; ``None`` when some rule reads all. Rules
+        that learn a task's pace read its calls (and see them pending)."""
         if self.any_type:
             return None
-        return frozenset(self.by_type)
+        types = frozenset(self.by_type)
+        return types | PACED_TYPES if self.paced else types
 
     @property
     def tier(self) -> Tier:
@@ -288,6 +297,12 @@ class SampleWatch:
         self.changed = False
         self.changes = 0
         self.recent_calls: list[tuple[int, str, str]] = []
+        # the task's pace (shared by its samples) and this attempt's timing of its calls
+        self.pace: Pace | None = None
+        self.calls: CallClock | None = None
+        if eng.paced:
+            self.pace = eng.paces.of(ref.eval_id, ref.task_id)
+            self.calls = CallClock(self.pace)
 
     def _state(self, i: int) -> RuleState:
         """Rule ``i``'s state, created on first use."""
@@ -327,6 +342,9 @@ class SampleWatch:
             self._prompt_seen(event)
         elif self.engine.calls is not None and event.get("type") == "tool":
             self._call_facts(event, self.engine.calls)
+        clock = self.calls
+        if clock is not None:
+            clock.see(event)
         out: list[Finding] = []
         for st in self.clocked:
             if st.ep is not None:

@@ -254,6 +254,17 @@ PHRASES: dict[str, Phrase] = {
     "function": lambda v, f: None if v in (None, "") or v == f.get("tool") else (
         _name("in")(v, f)),
     "polls": _count("poll without change", "polls without change"),
+    "waiting": lambda v, f: None,  # sentences for a message (stalled-sample's says them)
+    "basis": lambda v, f: None,
+    "model": lambda v, f: None,  # waiting names it
+    "learned": _if_true("judged by the task's own pace"),
+    "calls": lambda v, f: (_plural(v, "call of its kind timed", "calls of its kind timed")
+                           if isinstance(v, int) and f.get("learned") else None),
+    "percentile": lambda v, f: None,  # percentile_seconds says it
+    "percentile_seconds": lambda v, f: (
+        f"p{_n(f.get('percentile'))} {_secs(v)}" if isinstance(v, int | float) else None),
+    "longest_seconds": lambda v, f: (f"longest {_secs(v)}" if isinstance(v, int | float)
+                                     else None),
     # sample
     "status": _status,
     "retries": _count("retry", "retries"),

@@ -668,7 +668,8 @@ class TaskWatcher:
             last_event_at=stream.last_event_at, last_change_at=stream.last_change_at,
             polls_without_change=stream.polls_without_change,
             in_flight=[{"type": e.get("type"), "function": e.get("function"),
-                        "since": e.get("timestamp")} for e in stream.in_flight.values()],
+                        "model": e.get("model"), "since": e.get("timestamp")}
+                       for e in stream.in_flight.values()],
             last_event=stream.last_event,
         )
         self._findings(self.watches[key].tick(now, status))
