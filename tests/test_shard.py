@@ -102,7 +102,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
             sub.mkdir(exist_ok=True)
             _copy_log(src, sub / src.name.replace(".eval", f"-copy{i}.eval"),
                       f"copy{i}x{j}x{'z' * 12}")
-    assert len(list(logs.rglob("*.eval"))) == 13
+    # the shared corpus (whatever it holds today) and 10 generated copies
+    assert len(list(logs.rglob("*.eval"))) == len(list(CORPUS.glob("*.eval"))) + 10
     return logs
 
 

@@ -182,6 +182,14 @@ def _between(v: Any, f: Mapping[str, Any]) -> str | None:
     return f"{_plural(v, 'other call', 'other calls')} between"
 
 
+def _changes(v: Any, f: Mapping[str, Any]) -> str | None:
+    if not isinstance(v, int) or not f.get("between"):
+        return None  # nothing ran between: "back to back" says it
+    if v == 0:
+        return "nothing between that could change the result"
+    return f"{_plural(v, 'call', 'calls')} between that may change state"
+
+
 def _streak(v: Any, f: Mapping[str, Any]) -> str | None:
     if not isinstance(v, int) or v <= 1:
         return None
@@ -225,6 +233,10 @@ PHRASES: dict[str, Phrase] = {
         _count("repetition", "repetitions")(v, f)),
     "streak": _streak,
     "between": _between,
+    "changes_between": _changes,
+    # agent-chosen names (programs, tools) with our words for their effects: quoted
+    "between_calls": _quoted("between:"),
+    "breaks_between": _count("reply between", "replies between"),
     "exact": lambda v, f: "identical calls" if v is True and f.get("period", 1) == 1 else None,
     "similarity": _similarity,
     "results_identical": _results,
