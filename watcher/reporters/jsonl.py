@@ -128,6 +128,11 @@ class JsonlReporter(Reporter):
     def finding(self, f: Finding) -> None:
         self._write_line(finding_record(f, full_evidence=self.full_evidence))
 
+    def update(self, f: Finding) -> None:
+        """A live finding as it stands (its count and spend grew): one more snapshot
+        line with its id, which folding keeps as the latest (docs/findings.md)."""
+        self.finding(f)
+
     def notice(self, n: Notice) -> None:
         self._write_line(n.to_dict())
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
-from watcher.findings import Finding, Notice, confidence_rank
+from watcher.findings import SPEND_FACTS, Finding, Notice, confidence_rank
 from watcher.handoff import finding_handoff
 from watcher.run.runner import Origin, Output
 from watcher.state import Reported, SampleDone, WatchState
@@ -49,6 +49,10 @@ class Sink(Protocol):
     def notice(self, n: Notice) -> None: ...
     def status(self, snapshot: StatusSnapshot) -> None: ...
     def stop(self, summary: RunSummary | None = None) -> None: ...
+
+    # optional (looked up): ``update(finding)`` gets later snapshots of a reported finding
+    # that are not news (a loop's count and spend as they grow, every few seconds), for
+    # a sink that shows findings as they stand; the text stream has no use for them
 
 
 class AlertSink(Sink, Protocol):
@@ -84,11 +88,17 @@ class Decider(Protocol):
 Handoff = Callable[[Finding, bool, bool, bool], str]
 
 
+def _spend(f: Finding) -> tuple[Any, ...]:
+    facts = f.evidence.facts
+    return tuple(facts.get(k) for k in SPEND_FACTS)
+
+
 def _observer_handoff(f: Finding, live: bool, log_hint: bool, remote: bool = False) -> str:
     return finding_handoff(f, live=live, log_hint=log_hint, remote=remote)
 
 
 _UNMARKED = object()  # a pending item the state did not mark reported
+_UPDATE = object()  # a later snapshot of a reported finding that is not news (Sink.update)
 
 
 class Router:
@@ -130,6 +140,8 @@ class Router:
         # was marked reported (None: nothing), or _UNMARKED; written after the next save
         self._pending: list[tuple[Finding | Notice, Reported | None | object]] = []
         self._dirty = False  # the state changed since it was last saved
+        # finding id -> the spend facts of its snapshot last sent in this watch
+        self._sent: dict[str, tuple[Any, ...]] = {}
         self._next_save = 0.0  # time.monotonic() before which no save starts
 
     @property
@@ -173,6 +185,10 @@ class Router:
         if not self.state.should_report(item):
             for update in self._updates:
                 update(item, origin)
+            if self._grew(item):
+                # reported before, not news, but it went on: the sinks that keep a
+                # finding as it stands (``update``: the JSONL, the fleet view) get it
+                self._pending.append((item, _UPDATE))
             return
         if self.fail_on and confidence_rank(item.confidence) >= confidence_rank(self.fail_on):
             self.failed = True
@@ -184,9 +200,26 @@ class Router:
             # saved before it is written (see flush), unmarked if a reporter refuses it
             self._pending.append((item, self.state.reported.get(item.id)))
             self.state.mark_reported(item)
+            self._sent[item.id] = _spend(item)
             self._dirty = True
         for n in audit:
             self.route(n)
+
+    def _grew(self, f: Finding) -> bool:
+        """Whether a reported finding's snapshot that is not news says more than what was
+        reported: a higher count (a loop that went round again; also a finding an
+        earlier watch with this state reported), or, for one reported in this watch,
+        more spent. A count is never reported lower (a sample re-read from its start)."""
+        prior = self.state.reported.get(f.id)
+        if prior is None or f.status == "ended":
+            return False
+        if f.count > prior.count:
+            prior.count = f.count
+            self._dirty = True
+        elif f.id not in self._sent or self._sent[f.id] == _spend(f):
+            return False
+        self._sent[f.id] = _spend(f)
+        return True
 
     def pop_notices(self) -> None:
         """Route what the alerts and deciders have to say: drops, failures, what they did.
@@ -229,6 +262,10 @@ class Router:
             if isinstance(item, Notice):
                 self.send("notice", item)
                 continue
+            if prior is _UPDATE:
+                if self.state_error is None:
+                    self.send("update", item)
+                continue
             # a finding the state could not remember is not written: the next run has it
             if self.state_error is not None or not self.send("finding", item):
                 if prior is not _UNMARKED:
@@ -264,8 +301,11 @@ class Router:
         """
         ok = not self.output_failed  # once one is dropped, nothing more reaches them all
         for sink in list(self.sinks):
+            call = getattr(sink, method, None)
+            if call is None:  # ``update`` is optional
+                continue
             try:
-                getattr(sink, method)(what)
+                call(what)
             except OSError as e:
                 self.sinks.remove(sink)
                 if isinstance(e, BrokenPipeError):

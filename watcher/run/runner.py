@@ -108,6 +108,10 @@ FLUSH_EVERY = 0.1
 # their rows final (with the sample buffer the eval is listed every few seconds)
 FINAL_ROWS_WAIT = 10.0
 
+# seconds between refreshes of a live task's open findings (their count and spend grow
+# between the snapshots the engine emits as news: see TaskWatcher.refresh_open)
+REFRESH_EVERY = 5.0
+
 # with a source that reports which samples moved (the sample buffer), list samples
 # (ask the eval) at least this often, for status changes and attempts
 LISTING_EVERY_WITH_BUFFER = 3.0
@@ -200,6 +204,7 @@ class TaskWatcher:
         types = engine.event_types
         self.spend_from_events = types is None or "model" in types
         self.meters: dict[tuple[str, int], SpendMeter] = {}
+        self.refreshed_at = 0.0  # open findings last refreshed (refresh_open)
 
     def recent_events(self, sample_id: str, epoch: int) -> list[dict[str, Any]]:
         """The sample's last events, oldest first (see :data:`RECENT_FIELDS`)."""
@@ -328,6 +333,7 @@ class TaskWatcher:
                 self.ticked_at[key] = now
                 self._tick(key, stream, now)
         self.judge_whole_task()
+        self.refresh_open(now)
 
     def judge_whole_task(self) -> None:
         """Once every sample of a finished task is known, judge what needs them all
@@ -353,10 +359,26 @@ class TaskWatcher:
                     self._findings(found + late.finalize(time.time()))
         finally:
             self.context.outliers_only = False
-        if self.source.live:  # open findings again, with what their samples spent since
-            for meter in list(self.meters.values()):
-                for f in meter.refreshed():
-                    self.emit(f)
+
+    def refresh_open(self, now: float, force: bool = False) -> None:
+        """Open findings of a live task again, as they stand: how many times a loop went
+        round by now (the engine's snapshots are only its news) and what its sample spent
+        since. Every REFRESH_EVERY seconds, at the end of a ``--once`` pass, and when the
+        watch stops (``force``); a log read to its end ends its findings instead."""
+        if not self.source.live or not (force or self.opts.once
+                                        or now - self.refreshed_at >= REFRESH_EVERY):
+            return
+        self.refreshed_at = now
+        for key, watch in list(self.watches.items()):
+            grown = watch.grown_snapshots()
+            meter = self.meters.get(key)
+            if meter is None and not grown:
+                continue
+            meter = self.meter(key)
+            for f in grown:
+                self.emit(meter.annotate(f))
+            for f in meter.refreshed(skip={f.id for f in grown}):
+                self.emit(f)
 
     def meter(self, key: tuple[str, int]) -> SpendMeter:
         meter = self.meters.get(key)
@@ -910,6 +932,11 @@ class SourceWatcher:
                 with contextlib.suppress(Exception):  # already reported above
                     tw.finalize_all("reading stopped on an internal error")
         finally:
+            if stop.is_set() and not self.failed:  # stopped: open findings as they stand
+                now = time.time()
+                for tw in list(self.tasks.values()):
+                    with contextlib.suppress(Exception):  # the stop must not fail on it
+                        tw.refresh_open(now, force=True)
             self.flush()
             if self.pool is not None:
                 self.pool.shutdown(wait=False)
