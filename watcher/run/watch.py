@@ -170,7 +170,7 @@ class Watch:
             self.sources.resume_exited()
         deadline = time.time() + cfg.wait_for_evals
         # a parallel scan's worker leaves signals to its parent (see parallel.py)
-        previous = _install_sigterm(self.request_stop) if cfg.shard is None else None
+        previous = _install_stop_signals(self.request_stop) if cfg.shard is None else None
         finished_before = set(self.state.finished)
         try:
             last_status = 0.0
@@ -207,8 +207,7 @@ class Watch:
         except KeyboardInterrupt:
             self._stop_requested = True
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            _restore_signals(previous)
             runner.shutdown()
             for origin, item in runner.drain_from(timeout=0.0):
                 router.route(item, origin)
@@ -316,15 +315,14 @@ class Watch:
         jobs = self.config.jobs
         # SIGTERM stops the scan as Ctrl+C does (the pool's workers are terminated; this
         # process still writes its summary and state); each worker handles its own
-        previous = _install_sigterm(_raise_interrupt)
+        previous = _install_stop_signals(_raise_interrupt)
         try:
             results = parallel.run_shards(jobs, self._scan_shard)
         except KeyboardInterrupt:
             self._stop_requested = True
             results = []
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            _restore_signals(previous)
         tasks, samples = parallel.merge_shards(results, self.router, self.state)
         if not self.interrupted:
             self._say_if_nothing_matched(tasks_read=bool(tasks), samples_read=bool(samples))
@@ -354,8 +352,23 @@ def _raise_interrupt() -> None:
     raise KeyboardInterrupt
 
 
-def _install_sigterm(handler: Callable[[], None]) -> Any:
-    """SIGTERM stops the watch like Ctrl+C: flush, write the summary, save state."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _install_stop_signals(handler: Callable[[], None]) -> dict[int, Any] | None:
+    """SIGINT and SIGTERM stop the watch: flush, write the summary, save state.
+
+    SIGINT is handled explicitly, not left to Python's default: a non-interactive shell
+    starts background jobs with SIGINT ignored, and Python then installs no handler, so
+    ``inspect-watch watch ... &`` followed by ``kill -INT $pid`` (how scripts and coding
+    agents stop a run, as they stop Inspect itself) did nothing. The previous handlers
+    come back when the watch ends (:func:`_restore_signals`)."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.signal(signal.SIGTERM, lambda *_: handler())
+    return {int(sig): signal.signal(sig, lambda *_: handler()) for sig in STOP_SIGNALS}
+
+
+def _restore_signals(previous: dict[int, Any] | None) -> None:
+    for sig, handler in (previous or {}).items():
+        if handler is not None:
+            signal.signal(sig, handler)
