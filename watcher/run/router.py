@@ -73,10 +73,12 @@ class Decider(Protocol):
     It runs on the routing thread: what takes time belongs on its own thread, whose
     records ``pop_notices`` hands over on the next turn of the loop. It must not raise.
 
-    Two more hooks are optional (looked up, so a decider without them still works):
+    More hooks are optional (looked up, so a decider without them still works):
     ``update(finding, origin)`` sees every snapshot at or above the confidence floor
     that is not news (an open finding's spend grows every poll; a finding an earlier
-    watch with this state reported), and ``drain(timeout)`` is called once when the
+    watch with this state reported); ``absorbs(finding, origin)`` sees every snapshot
+    first and claims one its own action caused (a list of notices saying so, routed in
+    its place; ``None``: not its doing); and ``drain(timeout)`` is called once when the
     watch ends, before the last ``pop_notices``, to say what it could not finish.
     """
 
@@ -122,6 +124,8 @@ class Router:
         self.deciders = list(deciders)
         self._updates = [u for u in (getattr(d, "update", None) for d in self.deciders)
                          if callable(u)]
+        self._absorbers = [a for a in (getattr(d, "absorbs", None) for d in self.deciders)
+                           if callable(a)]
         self.handoff = handoff
         self.min_confidence = min_confidence
         self.fail_on = fail_on
@@ -174,6 +178,14 @@ class Router:
             self.notices.append(item)
             self._pending.append((item, _UNMARKED))
             return
+        # what a decider's own action caused (its cancel's limit row, the model calls it
+        # interrupted) is not a new problem: its audit trail says so instead
+        for absorbs in self._absorbers:
+            said = absorbs(item, origin)
+            if said is not None:
+                for n in said:
+                    self.route(n)
+                return
         # the hand-off names what a person can do (cancel commands, kill -INT PID) for
         # every reporter, JSONL included, so an agent reading findings gets them too
         eval_id = item.sample.eval_id
