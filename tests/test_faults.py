@@ -872,3 +872,60 @@ def test_a_bad_limit_override_is_refused_by_name(monkeypatch: pytest.MonkeyPatch
 
     result = CliRunner().invoke(main, ["watch", "--once"])
     assert result.exit_code == 2 and "INSPECT_WATCH_REQUEST_TIMEOUT" in result.output
+
+
+# -- an eval reached but never read (issue 34, item 3) -----------------------------------
+
+
+@pytest.mark.parametrize("route,fault", [
+    ("/tasks", "500"),  # its task list always fails
+    ("/tasks", "delay:1.0"),  # slower than the read timeout, every time
+    ("/tasks", "endless"),  # a body that never ends (cut at the size limit)
+    ("/samples", "malformed"),  # its samples listing is garbage
+    ("/samples", "500"),  # or always fails
+])
+def test_once_on_an_eval_it_did_not_read_exits_3_even_with_fail_on(
+        fake: FakeControlServer, builtin_engine: Engine, monkeypatch: pytest.MonkeyPatch,
+        thread_errors: list[BaseException], route: str, fault: str) -> None:
+    """A CI step ``watch --once --fail-on high`` must never pass for an eval it found but
+    did not read: exit code 3 ("part of the input could not be read"), said by an
+    ``unreadable`` notice, as post-hoc."""
+    monkeypatch.setenv("INSPECT_WATCH_MAX_RESPONSE_MB", "2")
+    fake.add_sample("s1", _repeat_events(6))
+    fake.always(route, fault)
+    sink = ListSink()
+    result = _watch_once(builtin_engine, sink, fail_on="high", read_timeout=0.2)
+    unreadable = [n for n in sink.notices if n.kind == "unreadable"]
+    assert unreadable, [(n.kind, n.message) for n in sink.notices]
+    scope = "source" if route == "/tasks" else "task"
+    assert unreadable[0].details["scope"] == scope
+    assert any(n.kind == "incomplete" for n in sink.notices)
+    assert not any("read to its end" in n.message for n in sink.notices)
+    assert result.exit_code == 3
+    assert not thread_errors
+
+
+def test_an_eval_that_exits_before_it_was_listed_is_not_read_to_its_end(
+        fake: FakeControlServer, builtin_engine: Engine,
+        thread_errors: list[BaseException]) -> None:
+    """Its task list answered, its samples listing never did, then it exited (no log to
+    read): the watch used to say "every sample was read to its end" and exit 0."""
+    fake.add_sample("s1", _repeat_events(6))
+    fake.always("/samples", "500")
+    sink = ListSink()
+    watch = Watch(builtin_engine, WatchConfig(poll=0.05, exit_grace=0.0, transport="http",
+                                              read_timeout=0.3), WatchState(), [sink])
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(watch.run()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while fake.count("/samples") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    fake.stop()  # the eval exits
+    thread.join(60)
+    assert not thread.is_alive()
+    said = [(n.kind, n.message) for n in sink.notices]
+    assert not any("read to its end" in m for _, m in said), said
+    assert any(k == "unreadable" and "could not be listed" in m for k, m in said), said
+    assert results[0].exit_code == 3
+    assert not thread_errors

@@ -37,6 +37,7 @@ from watcher.alertqueue import DRAIN_SECONDS, QUEUE_SIZE
 from watcher.engine import Engine, RuleLoadErrors, load_rules, load_suppressions
 from watcher.exit_codes import ExitCode
 from watcher.hooks import TIMEOUT as ON_FINDING_TIMEOUT
+from watcher.limits import READ_TIMEOUT
 from watcher.notify import MIN_CONFIDENCE as NOTIFY_MIN_CONFIDENCE
 from watcher.notify import PER_MINUTE as NOTIFY_RATE
 from watcher.reporters import OutputError, OutputOptions, Reporter, ReporterError, get_reporter
@@ -66,6 +67,8 @@ class WatchOptions:
     once: bool = False
     follow: bool = False
     wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
+    # seconds one read of a control socket may wait for bytes (a busy eval answers late)
+    read_timeout: float = READ_TIMEOUT
     state_path: str | None = None
     jobs: int | None = None  # processes for --log-dir --once; 0: one per CPU; None: auto
     shard: tuple[int, int] | None = None  # --shard K/N: the logs whose name hashes to K
@@ -132,6 +135,8 @@ def check(options: WatchOptions) -> WatchOptions:
             raise OptionsError(str(e), "--format") from e
     if options.poll <= 0:
         raise OptionsError("must be positive", "--poll")
+    if not options.read_timeout > 0 or options.read_timeout == float("inf"):
+        raise OptionsError("must be a positive number of seconds", "--read-timeout")
     jobs = options.jobs
     if jobs is not None and jobs < 0:
         raise OptionsError("must be 0 (one per CPU) or more", "--jobs")
@@ -461,6 +466,7 @@ class _Session:
                              follow=o.follow, once=o.once, poll=o.poll, selector=o.selector,
                              min_confidence=o.min_confidence, fail_on=o.fail_on,
                              wait_for_evals=o.wait_for_evals, jobs=o.jobs or 1,
+                             read_timeout=o.read_timeout,
                              log_shard=o.shard,
                              log_hints=o.log_hints, alert_drain=o.alert_drain,
                              sample_detail=o.sample_detail, recent_events=o.recent_events)

@@ -21,6 +21,7 @@ from watcher import __version__
 from watcher.act import MAX_ACTIONS, MAX_PER_TASK
 from watcher.engine import COMPILED
 from watcher.exit_codes import ExitCode
+from watcher.limits import READ_TIMEOUT
 from watcher.rules_cli import rules as rules_group
 
 if TYPE_CHECKING:
@@ -175,6 +176,11 @@ class WatchCommand(click.Command):
 @click.option("--state", "state_path", type=click.Path(dir_okay=False),
               help="Persist reported findings: a restart or the next --once reports only "
               "what is new. Saved as findings are written; one watcher per state (locked).")
+@click.option("--read-timeout", type=click.FloatRange(min=0, min_open=True),
+              default=READ_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="How long one read of an eval's control socket waits for an answer "
+              "(raise it for an eval too busy to answer in time; running samples' events "
+              "are read from its sample buffer meanwhile).")
 @click.option("--transport", type=click.Choice(["auto", "http", "cli"]), default="auto",
               show_default=True, help="auto: HTTP over the control socket, with running "
               "samples' events read from the eval's sample buffer (no load on a busy eval), "

@@ -67,6 +67,11 @@ EXPANSION_SIZE = Limit("INSPECT_WATCH_MAX_EXPANSION_MB", 64, "MB",
 BUFFER_FILE_SIZE = Limit("INSPECT_WATCH_MAX_BUFFER_FILE_MB", 256, "MB",
                          "largest shared sample buffer file (a manifest or a segment)")
 
+# seconds one read of a control socket waits for the server's next bytes before the
+# request counts as timed out (``watch --read-timeout``): a busy eval's event loop answers
+# late, and a request it did not answer in time is sent again
+READ_TIMEOUT = 5.0
+
 ALL = (RESPONSE_SIZE, REQUEST_TIME, LOG_ENTRY_SIZE, EXPANSION_SIZE, BUFFER_FILE_SIZE)
 
 

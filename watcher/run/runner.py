@@ -194,6 +194,7 @@ class TaskWatcher:
         self.retry_at: dict[tuple[str, int], float] = {}
         self.unreadable: set[tuple[str, int]] = set()  # given up on: reported, counted
         self.task_failures = 0  # cycles in a row whose listing failed
+        self.last_error: str | None = None  # why its last listing failed
         self.failed = False  # the task's log could not be read: given up
         self._final_wait: float | None = None  # since when rows_final has waited
         # each sample's last events, shortened (opts.recent_events; read by front ends
@@ -733,6 +734,7 @@ class SourceWatcher:
         self.last_poll_at: float | None = None
         self._failures = 0
         self.reached = False  # the source answered at least once
+        self.last_error: str | None = None  # the last failure of a whole cycle
         self._infos: list[TaskInfo] | None = None
         self._infos_next: Future[list[TaskInfo]] | None = None
 
@@ -789,6 +791,7 @@ class SourceWatcher:
                         raise
                     except SourceError as e:  # this task's alone: the others go on
                         tw.task_failures += 1
+                        tw.last_error = str(e)
                         if not self.source.live and not e.transient and (
                                 self.opts.once or tw.task_failures >= READ_ATTEMPTS):
                             tw.give_up_task(e)  # a file that cannot be read: said, counted
@@ -803,6 +806,7 @@ class SourceWatcher:
             return
         except SourceError as e:
             self._failures += 1
+            self.last_error = str(e)
             if self._failures in (1, 5) or self._failures % 30 == 0:
                 self.emit(Notice(kind="source_error", at=now,
                                  message=f"{self.label}: {e} (attempt {self._failures})",
@@ -862,19 +866,21 @@ class SourceWatcher:
         for tw in self.tasks.values():
             # also when every stream is done: the last listing may be seconds old (a
             # sample buffer's reader lists every few seconds), and the log holds each
-            # sample's last state, which the final status shows
-            stale = any(not r.terminal for r in tw.rows.values())
+            # sample's last state, which the final status shows; a task whose samples
+            # were never listed is read from its log whole
+            stale = any(not r.terminal for r in tw.rows.values()) or tw.as_of is None
             if tw.task.log_location and (stale or any(not s.done for s in tw.streams.values())):
                 self._drain_from_log(tw)
             abandoned += sum(not s.done for s in tw.streams.values())
             tw.finalize_all("the eval process went away before the sample finished "
                             "and its log does not hold the rest")
+        unread = self._say_unread()
         if abandoned:
             self.emit(Notice(kind="process_gone", at=time.time(),
                              message=f"{self.label}: eval process is gone ({reason}); "
                                      f"{abandoned} sample(s) could not be read to the end",
                              details={"abandoned": abandoned}))
-        else:
+        elif not unread:
             self.emit(Notice(kind="process_exited", at=time.time(),
                              message=f"{self.label}: eval process exited; every sample was "
                                      "read to its end"))
@@ -891,7 +897,12 @@ class SourceWatcher:
         if not tasks:
             return
         tw.source, tw.task = source, tasks[0]
-        listing = source.samples(tasks[0])
+        try:
+            listing = source.samples(tasks[0])
+        except SourceError:
+            return
+        if tw.as_of is None:  # never listed live: every sample of the log, from the start
+            tw._apply_listing(listing, None, time.time())
         for row in listing.samples:
             key = (row.sample_id, row.epoch)
             if key in tw.rows and row.terminal:  # the sample's last word
@@ -911,6 +922,37 @@ class SourceWatcher:
                     break
         tw.judge_whole_task()
 
+    def _say_unread(self) -> bool:
+        """What of a reached source was never read, as ``unreadable`` notices (they make
+        the exit code 3): a source whose task list never answered, a task whose samples
+        could never be listed. Without them a watch that read nothing of an eval it
+        found ended as a clean one (and ``--once --fail-on high`` passed). Whether it
+        said anything."""
+        now = time.time()
+        if not self.reached:
+            if self.gone or self.last_error is None:
+                return False  # gone before one answer: process_gone says it
+            self.emit(Notice(kind="unreadable", at=now,
+                             message=f"{self.label}: its task list could not be read "
+                                     f"({self.last_error}); nothing was read from it",
+                             details={"scope": "source", "reason": self.last_error}))
+            return True
+        said = False
+        for tw in self.tasks.values():
+            # (a task met in a watch stopped before its first listing returned was not
+            # failed to be read; one whose process went away first, and whose log could
+            # not be read instead, was)
+            reason = tw.last_error or ("the eval process went away first" if self.gone
+                                       else None)
+            if tw.as_of is not None or tw.failed or reason is None:
+                continue
+            said = True
+            tw.notice("unreadable", f"{self.label}: task {tw.task.task} (eval "
+                      f"{tw.task.eval_id}): its samples could not be listed "
+                      f"({reason}); none of them was read", scope="task",
+                      reason=reason, log=tw.task.log_location)
+        return said
+
     def run(self, stop: threading.Event) -> None:
         """Poll until finished, gone or stopped."""
         try:
@@ -922,6 +964,8 @@ class SourceWatcher:
                     break
                 if not self.behind:  # a backlog is read at once, not one budget per poll
                     stop.wait(max(0.0, self.opts.poll - (time.monotonic() - started)))
+            if not self.gone:  # (a process that went away said it already)
+                self._say_unread()
         except Exception as e:  # noqa: BLE001 - a bug must not end the watch as a clean one
             self.failed = f"{type(e).__name__}: {e}"
             self.emit(Notice(kind="unreadable", at=time.time(),

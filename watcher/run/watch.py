@@ -26,6 +26,7 @@ from watcher.alertqueue import DRAIN_SECONDS
 from watcher.engine import Engine
 from watcher.exit_codes import ExitCode
 from watcher.findings import Finding, Notice
+from watcher.limits import READ_TIMEOUT
 from watcher.run import parallel
 from watcher.run.router import AlertSink, Decider, Handoff, Router, Sink
 from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector
@@ -53,6 +54,7 @@ class WatchConfig:
     min_confidence: str = "low"
     fail_on: str | None = None
     wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
+    read_timeout: float = READ_TIMEOUT  # seconds a control-socket read waits for bytes
     exit_grace: float = PROCESS_EXIT_GRACE  # see RunOptions.exit_grace
     jobs: int = 1  # processes for a post-hoc scan (log_dir with once); see Watch.run
     shard: tuple[int, int] | None = None  # set in a parallel scan's workers
@@ -103,7 +105,7 @@ class Watch:
                                     log_dir=config.log_dir, replay=config.replay,
                                     transport=config.transport, selector=config.selector,
                                     shard=config.log_shard, follow=config.follow,
-                                    once=config.once)
+                                    once=config.once, read_timeout=config.read_timeout)
         self.router.live_eval = self.sources.reads_live
         self.router.remote_eval = self.sources.reads_remote
         self.router.before_save = self.sources.remember_open_evals
@@ -252,7 +254,8 @@ class Watch:
         counts = self._unreadable()
         if not counts:
             return
-        words = {"log": "log(s)", "sample": "sample(s)", "source": "source(s)"}
+        words = {"log": "log(s)", "sample": "sample(s)", "source": "source(s)",
+                 "task": "task(s)"}
         parts = [f"{n} {words.get(scope, scope)}" for scope, n in sorted(counts.items())]
         self.router.route(Notice(kind="incomplete", at=time.time(), details=dict(counts),
                                  message=f"{' and '.join(parts)} could not be read (see the "
