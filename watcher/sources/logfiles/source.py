@@ -55,6 +55,8 @@ from watcher.sources.logfiles.listing import (
     UNKNOWN_STAMP,
     list_local,
     local_path,
+    read_as_inspect,
+    shard_set_logs,
     stat_log,
 )
 from watcher.sources.logfiles.samples import (
@@ -140,9 +142,26 @@ class LogSource(Source):
             raise NotFound(f"{self.log_dir}: no such log file")
         return infos
 
+    def _logs_to_read(self) -> list[Any]:
+        """The listing, read the way Inspect reads a log directory (each sample once: a
+        shard set as its merged log or as its shards, a log as its ``-recovered`` copy,
+        no checkpoints; see :func:`~.listing.read_as_inspect`)."""
+        infos, sets = read_as_inspect(self._list())
+        for s in sets:
+            finished = False
+            if s.merged:
+                try:
+                    merged = s.merged[0]
+                    finished = self._entry(merged.name, (merged.size, merged.mtime)
+                                           ).task.status == "success"
+                except BadResponse:
+                    finished = False  # an unreadable merged log: the shards are read
+            infos += shard_set_logs(s, finished)
+        return infos
+
     def tasks(self) -> list[TaskInfo]:
         """One task per readable log file (of this source's shard), oldest first."""
-        infos = [i for i in self._list() if owns(self.shard, i.name)]
+        infos = [i for i in self._logs_to_read() if owns(self.shard, i.name)]
         seen: set[str] = set()
         out: list[TaskInfo] = []
         for info in infos:
