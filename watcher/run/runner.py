@@ -929,6 +929,8 @@ class SourceWatcher:
         found ended as a clean one (and ``--once --fail-on high`` passed). Whether it
         said anything."""
         now = time.time()
+        if not self.source.live:
+            return False  # logs and replays: said as they are listed and read
         if not self.reached:
             if self.gone or self.last_error is None:
                 return False  # gone before one answer: process_gone says it

@@ -313,14 +313,19 @@ class LogSource(Source):
         unknown: set[str] = set()
         cut = 0
         out = []
+        # one budget for the sample, not per event: 40 events each naming one 100 KB
+        # attachment 16,000 times were 40 budgets' worth (2.86 GB at the peak)
+        budget = parsed.budget
+        if budget is None or offset == 0:  # (a read from the start: the sample again)
+            budget = parsed.budget = Expansion(self.max_expansion)
         try:
             for e in scanned:
                 if wanted is None or e.get("event") in wanted:
-                    budget = Expansion(self.max_expansion)
+                    before = budget.exceeded
                     out.append(resolved(e, parsed.attachments, unknown, budget)
                                if tier == "full" else
                                light(e, parsed.pool, parsed.attachments, unknown, budget))
-                    cut += budget.exceeded > 0
+                    cut += budget.exceeded > before
         except Exception as ex:  # attachments of the wrong type, and the like
             raise BadResponse(f"{task.log_location}: unreadable sample {sample_id}/{epoch}: "
                               f"{type(ex).__name__}: {ex}") from ex
@@ -328,9 +333,9 @@ class LogSource(Source):
             mb = self.max_expansion / limits.MB
             self._notices.append(SourceNotice(
                 kind="limit", message=f"{task.log_location} sample {sample_id} epoch {epoch}: "
-                f"attachment references in {cut} event(s) expand past {mb:g} MB; the rest "
-                f"are left unresolved (rules read those events without that text; "
-                f"{limits.EXPANSION_SIZE.env} raises the limit)",
+                f"attachment references expand past {mb:g} MB for the sample; those of "
+                f"{cut} event(s) are left unresolved (rules read those events without that "
+                f"text; {limits.EXPANSION_SIZE.env} raises the limit)",
                 details={"limit": limits.EXPANSION_SIZE.env, "events": cut}))
         if unknown:
             self._notices.append(SourceNotice(
@@ -422,7 +427,7 @@ def iter_log_samples(log_dir: str) -> Iterator[tuple[TaskInfo, SampleRow, list[d
         for row in source.samples(task).samples:
             parsed = source._parsed(task, row.sample_id, row.epoch)
             source._samples.clear()
-            events = [resolve_attachments(e, parsed.attachments,
-                                          budget=Expansion(source.max_expansion))
+            budget = Expansion(source.max_expansion)  # one for the sample
+            events = [resolve_attachments(e, parsed.attachments, budget=budget)
                       for e in parsed.events]
             yield task, row, events
