@@ -331,3 +331,23 @@ def test_a_watch_that_may_act_does_not_say_it_only_observes() -> None:
         n.drain(5)
         assert len(sent) == 1 and sent[0].endswith(footer), acting
         assert ("only observes" in sent[0]) == (acting == "")
+
+
+def test_agent_text_and_names_are_inert_in_chat_markup() -> None:
+    """Discord, Mattermost, Google Chat and Slack render a plain-text body's Markdown
+    anyway (issue 34, item 8): a link, a bare URL, emphasis or code from the agent or
+    the dataset must reach them as text, still labelled untrusted."""
+    f = example_snapshots()[0]
+    hostile = ("[click here](https://evil.example/x) **URGENT** _now_ `rm -rf` ~~ok~~ "
+               "<https://evil.example|ok> www.evil.example evil.example # all clear")
+    f = replace(f, evidence=replace(f.evidence, excerpts=(hostile,)), summary=hostile,
+                sample=replace(f.sample, task="t[x](http://a.b)", sample_id="**s**.example",
+                               log_location="/logs/run_1/2026_loops.eval"))
+    body, title = finding_body(f), finding_title(f)
+    said = (body + title).replace(FOOTER, "")
+    for live in ("](", "https://", "http://", "www.evil", "evil.example", "**", "__", "`",
+                 "~~", "<", "# all", "|ok"):
+        assert live not in said, live
+    quoted = [ln for ln in body.split("\n") if ln.startswith(f"{UNTRUSTED_LABEL}: «")]
+    assert quoted and "click here" in quoted[0]  # still readable
+    assert "log: /logs/run_1/2026_loops.eval" in body  # the user's path, to copy
