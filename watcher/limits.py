@@ -73,7 +73,12 @@ BUFFER_FILE_SIZE = Limit("INSPECT_WATCH_MAX_BUFFER_FILE_MB", 256, "MB",
 # late, and a request it did not answer in time is sent again
 READ_TIMEOUT = 5.0
 
-ALL = (RESPONSE_SIZE, REQUEST_TIME, LOG_ENTRY_SIZE, EXPANSION_SIZE, BUFFER_FILE_SIZE)
+# the largest recording `replay` reads (`record` writes a few MB per sample)
+RECORDING_SIZE = Limit("INSPECT_WATCH_MAX_RECORDING_MB", 512, "MB",
+                       "largest recording `replay` reads")
+
+ALL = (RESPONSE_SIZE, REQUEST_TIME, LOG_ENTRY_SIZE, EXPANSION_SIZE, BUFFER_FILE_SIZE,
+       RECORDING_SIZE)
 
 
 def check() -> None:
