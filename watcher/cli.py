@@ -378,8 +378,12 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
               "(sample counts, scores, errored samples, outliers).")
 @click.option("--max-logs", type=click.IntRange(min=0), default=50, show_default=True,
               metavar="N", help="Read at most N logs; the report says which were not read.")
+@click.option("--logs-from", "logs_from", multiple=True, metavar="SCHEME",
+              help="Also read logs the findings name at URLs of this scheme (s3, gs, …; "
+              "repeatable). Local log files are read, and the schemes of the findings "
+              "files given; a findings file must not make the report fetch other URLs.")
 def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool,
-           max_logs: int) -> None:
+           max_logs: int, logs_from: tuple[str, ...]) -> None:
     """Summarise findings JSONL files (several watchers or hosts merge into one), with the
     sample counts and scores of the logs they name."""
     from watcher.logsummary import with_logs
@@ -398,7 +402,10 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
     if skipped:  # the report shows the rest, and says so in its notices
         click.echo(f"inspect-watch report: skipped {len(skipped)} malformed record(s); "
                    f"first: {skipped[0]}", err=True)
-    summary = with_logs(summary, read=read_logs, max_logs=max_logs)
+    from watcher.logsummary import log_scheme
+
+    schemes = {*logs_from, *(x for f in files if (x := log_scheme(f)) is not None)}
+    summary = with_logs(summary, read=read_logs, max_logs=max_logs, schemes=schemes)
     rep = get_reporter(fmt, "report").open(output, OutputOptions())
     rep.start(ReportContext(sources=files, version=__version__))
     rep.stop(summary)
