@@ -39,12 +39,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from watcher.act import MAX_ACTIONS, MAX_PER_TASK
 from watcher.act.policy import ActSpec, InterruptSpec, Policy
-from watcher.discovery import ControlServer, pid_alive
+from watcher.discovery import ControlServer, pid_alive, read_server, serving_pid
 from watcher.findings import Action, Finding, Notice, SampleRef, confidence_rank
 from watcher.handoff import MARKERS, act_handoff_text, finding_handoff
 from watcher.reporters.formatting import fmt_clock
@@ -506,7 +506,11 @@ class Watchdog:
         return None
 
     def _supported(self, p: _Pending, verb: str) -> bool:
-        """Whether the server can be asked (said once per server and verb if not)."""
+        """Whether the server can be asked (said once per server and verb if not). Its API
+        version is read again from its discovery file first, as it is now."""
+        fresh = read_server(p.server.pid)
+        if fresh is not None and fresh.socket_path == p.server.socket_path:
+            p.server = replace(p.server, api_version=fresh.api_version)
         server = p.server
         why = self._cannot.get((server.pid, verb))
         if why is None and server.api_version < STRICT_SINCE:
@@ -813,6 +817,13 @@ class Watchdog:
                        reason="process_gone", scope="run", verb="interrupt_run",
                        args=p.args, **details)
             return
+        unverified = _not_serving(p.server)
+        if unverified is not None:
+            self._drop(p)
+            self._emit(p.finding, None, "skipped", f"no signal was sent: {unverified}",
+                       reason="not_verified", scope="run", verb="interrupt_run",
+                       args=p.args, **details)
+            return
         self._count(p)
         if self.dry_run:
             self._drop(p)
@@ -885,6 +896,27 @@ def _targets(s: SampleRef, scope: str) -> list[str]:
     if scope == "run" and s.pid is not None:
         keys.append(f"run:{s.pid}")
     return keys
+
+
+def _not_serving(server: ControlServer) -> str | None:
+    """Why ``server.pid`` is not known to be the eval process serving its control socket
+    (``None``: it is). A discovery file names a pid; only the socket's peer credentials
+    say which process serves it. Signalling any other pid it named would stop whatever
+    process that is."""
+    fresh = read_server(server.pid)
+    if fresh is None:
+        return f"pid {server.pid} no longer has a control discovery file"
+    if fresh.socket_path != server.socket_path:
+        return (f"pid {server.pid}'s discovery file names another control socket than the "
+                "one this watch read")
+    serving = serving_pid(server.socket_path)
+    if serving is None:
+        return (f"the process serving {server.socket_path} could not be identified (its "
+                "peer credentials cannot be read here)")
+    if serving != server.pid:
+        return (f"its control socket is served by pid {serving}, not by pid {server.pid}, "
+                "which its discovery file names")
+    return None
 
 
 def _said(text: str) -> str:
