@@ -273,3 +273,34 @@ def test_symlinked_outputs_are_checked_where_they_point(tmp_path: Path) -> None:
                                     "--format", "jsonl", "-o", str(ok)])
     assert res.exit_code == 0, res.output
     assert ok.is_symlink() and "no_logs" in (tmp_path / "target.jsonl").read_text()
+
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "text"])
+def test_an_output_fifo_without_a_reader_is_refused_not_waited_for(tmp_path: Path,
+                                                                   fmt: str) -> None:
+    """``-o FIFO`` with nobody reading it blocked the start for ever (issue 34, item 15);
+    with a reader it is written to."""
+    import threading
+
+    fifo = tmp_path / "findings.fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "logs").mkdir()
+    args = [sys.executable, "-m", "watcher", "watch", "--once", "--log-dir",
+            str(tmp_path / "logs"), "--format", fmt, "-o", str(fifo)]
+    res = subprocess.run(args, capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == 2 and "a FIFO that nobody reads yet" in res.stderr
+    got: list[bytes] = []  # a reader (blocked in open until the watch opens it)
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    # the reader may not have opened it yet: the watch is then refused again, and tried
+    # until it finds the reader (no fixed wait)
+    for _ in range(100):
+        res = subprocess.run(args, capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+        if res.returncode != 2:
+            break
+    reader.join(30)
+    assert res.returncode == 0, res.stderr
+    assert b"no Inspect logs" in got[0]

@@ -19,6 +19,7 @@ import sys
 import threading
 from typing import TextIO
 
+from watcher.files import open_append
 from watcher.findings import CONFIDENCE_LEVELS, Action, Finding, Notice, confidence_rank
 from watcher.handoff import finding_handoff
 from watcher.reporters.base import OutputOptions, Reporter
@@ -144,7 +145,8 @@ class TextReporter(Reporter):
     @classmethod
     def open(cls, output: str | None, options: OutputOptions) -> TextReporter:
         """To standard output, or appended to the file ``output`` (closed at ``stop``)."""
-        stream = open(output, "a", encoding="utf-8") if output else None  # noqa: SIM115
+        # (a FIFO nobody reads is said at once, not waited for: watcher.files.open_append)
+        stream = os.fdopen(open_append(output), "a", encoding="utf-8") if output else None
         rep = cls(stream, quiet=options.quiet, color=options.color,
                   min_confidence=options.min_confidence, verbose=options.verbose)
         rep._owned = stream is not None
