@@ -67,6 +67,8 @@ class WatchOptions:
     once: bool = False
     follow: bool = False
     wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
+    # live: only evals whose logs are written under this directory (or URL)
+    evals_from: str | None = None
     # seconds one read of a control socket may wait for bytes (a busy eval answers late)
     read_timeout: float = READ_TIMEOUT
     state_path: str | None = None
@@ -156,6 +158,12 @@ def check(options: WatchOptions) -> WatchOptions:
             raise OptionsError("a shard is a share of the logs: use it with --log-dir",
                                "--shard")
     check_act(options)
+    if options.evals_from is not None:
+        if options.log_dir or options.replay:
+            raise OptionsError("selects live evals by where they log; with --log-dir, "
+                               "name that directory instead", "--evals-from")
+        options = replace(options, selector=replace(options.selector,
+                                                    log_root=options.evals_from))
     local = local_path(options.log_dir)
     if local is not None and not local.exists():
         raise OptionsError(f"{options.log_dir} does not exist", "--log-dir")
@@ -185,6 +193,19 @@ def check_act(options: WatchOptions) -> None:
     for value, option in ((o.act_max, "--act-max"), (o.act_max_task, "--act-max-task")):
         if value < 1:
             raise OptionsError("must be 1 or more", option)
+
+
+def scope_words(o: WatchOptions) -> str:
+    """Which live evals the watch reads (and acts on), in words for its banner: "" when it
+    is every eval of the user on this host, whoever started it."""
+    if o.log_dir or o.replay:
+        return ""
+    parts = []
+    if o.selector.task:
+        parts.append(f"task {o.selector.task}")
+    if o.selector.log_root is not None:
+        parts.append(f"evals logging under {o.selector.log_root}")
+    return ", ".join(parts)
 
 
 def local_path(path: str | None) -> Path | None:
@@ -490,7 +511,8 @@ class _Session:
             sources=(o.log_dir,) if o.log_dir else tuple(o.replay) or ("live",),
             log_dirs=(o.log_dir,) if o.log_dir else (),
             rules=tuple(r.id for r in engine.rules), version=__version__,
-            acting=("dry-run" if o.dry_run else "act") if o.act else "")
+            acting=("dry-run" if o.dry_run else "act") if o.act else "",
+            scope=scope_words(o))
         try:
             for sink in [*sinks, *alerts]:
                 sink.start(context)

@@ -176,6 +176,9 @@ class WatchCommand(click.Command):
 @click.option("--state", "state_path", type=click.Path(dir_okay=False),
               help="Persist reported findings: a restart or the next --once reports only "
               "what is new. Saved as findings are written; one watcher per state (locked).")
+@click.option("--evals-from", metavar="DIR", help="Live: only the evals whose logs are "
+              "written under DIR (a directory or URL), e.g. the evals you launched with "
+              "--log-dir DIR; with --act, the only evals it may act on.")
 @click.option("--read-timeout", type=click.FloatRange(min=0, min_open=True),
               default=READ_TIMEOUT, show_default=True, metavar="SECONDS",
               help="How long one read of an eval's control socket waits for an answer "

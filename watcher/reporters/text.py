@@ -338,6 +338,10 @@ class TextReporter(Reporter):
                        "reported",
                 "dry-run": "--act --dry-run: says what it would do; changes nothing"}.get(
                     context.acting, "observes only; changes nothing")
+        if context.acting and context.sources == ("live",):
+            mode += (f"; only {one(context.scope, 300)}" if context.scope else
+                     "; on every eval of yours on this host, whoever started it (narrow it "
+                     "with a TASK or --evals-from DIR)")
         self._emit_above_status(f"inspect-watch{version}: watching {what} ({mode}{more})\n")
 
     def finding(self, f: Finding) -> None:

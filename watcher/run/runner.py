@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import queue
 import threading
 import time
@@ -54,23 +55,46 @@ PROCESS_EXIT_GRACE = 60.0
 
 @dataclass
 class Selector:
-    """Which tasks and samples to watch (``watch [TASK [SAMPLE_ID [EPOCH]]]``)."""
+    """Which tasks and samples to watch (``watch [TASK [SAMPLE_ID [EPOCH]]]``), and, with
+    ``log_root`` (``--evals-from DIR``), only evals whose log is written under it."""
 
     task: str | None = None
     sample_id: str | None = None
     epoch: int | None = None
+    log_root: str | None = None
 
     def task_matches(self, t: TaskInfo) -> bool:
-        """Task id (or eval id) prefix, or exact task name, as ``inspect ctl`` matches."""
+        """Task id (or eval id) prefix, or exact task name, as ``inspect ctl`` matches;
+        and its log under ``log_root``, if one is given."""
+        if self.log_root is not None and not under(t.log_location, self.log_root):
+            return False
         if not self.task:
             return True
         return (t.task == self.task or t.task_id.startswith(self.task)
                 or t.eval_id.startswith(self.task))
 
+    @property
+    def scoped(self) -> bool:
+        """Narrowed to some evals (a task, or a log directory), not every one found."""
+        return bool(self.task) or self.log_root is not None
+
     def sample_matches(self, sample_id: str, epoch: int) -> bool:
         if self.sample_id is not None and sample_id != self.sample_id:
             return False
         return self.epoch is None or epoch == self.epoch
+
+
+def under(location: str | None, root: str) -> bool:
+    """Whether the log ``location`` is in the directory ``root`` (below it, any depth):
+    local paths compared resolved (symlinks, ``..``), URLs by their text."""
+    if not location:
+        return False
+    local = location.removeprefix("file://")
+    base = root.removeprefix("file://")
+    if "://" in local or "://" in base:
+        return "://" in local and "://" in base and local.startswith(base.rstrip("/") + "/")
+    real, top = os.path.realpath(local), os.path.realpath(os.path.expanduser(base))
+    return real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 @dataclass

@@ -151,7 +151,8 @@ class SourcePicker:
         for eval_id, entry in self.state.open_evals.items():
             log, pid = entry.get("log"), entry.get("pid")
             info = TaskInfo(eval_id=eval_id, task=str(entry.get("task") or ""),
-                            task_id=str(entry.get("task_id") or ""), model="")
+                            task_id=str(entry.get("task_id") or ""), model="",
+                            log_location=str(log) if log else None)
             if not log or (isinstance(pid, int) and pid in alive) or not (
                     self.selector.task_matches(info)):
                 continue
