@@ -879,7 +879,7 @@ def test_a_bad_limit_override_is_refused_by_name(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize("route,fault", [
     ("/tasks", "500"),  # its task list always fails
-    ("/tasks", "delay:1.0"),  # slower than the read timeout, every time
+    ("/tasks", "delay:1.0"),  # slower than the whole request may take, every time
     ("/tasks", "endless"),  # a body that never ends (cut at the size limit)
     ("/samples", "malformed"),  # its samples listing is garbage
     ("/samples", "500"),  # or always fails
@@ -891,6 +891,7 @@ def test_once_on_an_eval_it_did_not_read_exits_3_even_with_fail_on(
     did not read: exit code 3 ("part of the input could not be read"), said by an
     ``unreadable`` notice, as post-hoc."""
     monkeypatch.setenv("INSPECT_WATCH_MAX_RESPONSE_MB", "2")
+    monkeypatch.setenv("INSPECT_WATCH_REQUEST_TIMEOUT", "0.5")
     fake.add_sample("s1", _repeat_events(6))
     fake.always(route, fault)
     sink = ListSink()
@@ -929,3 +930,41 @@ def test_an_eval_that_exits_before_it_was_listed_is_not_read_to_its_end(
     assert any(k == "unreadable" and "could not be listed" in m for k, m in said), said
     assert results[0].exit_code == 3
     assert not thread_errors
+
+
+
+# -- a busy eval whose task list is slow (issue 34, item 5) ---------------------------------
+
+
+def test_a_task_list_slower_than_the_read_timeout_is_waited_for_then_read_around(
+        fake: FakeControlServer, builtin_engine: Engine,
+        thread_errors: list[BaseException]) -> None:
+    """Every /tasks answers after 1 s, past a 0.3 s read timeout (500 samples on 2
+    cores: 5 s and more). The first one is waited for (nothing can be read before it);
+    the later ones time out, and the tasks it gave are read on, said in a notice."""
+    sample = fake.add_sample("s1", _repeat_events(6))
+    fake.always("/tasks", "delay:1.0")
+    sink = ListSink()
+    watch = Watch(builtin_engine, WatchConfig(poll=0.05, exit_grace=0.0, transport="http",
+                                              read_timeout=0.3), WatchState(), [sink])
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(watch.run()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not sink.findings and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sink.findings, [n.message for n in sink.notices]  # read live
+    # it goes on: events written now are read though every task list times out
+    sample.events += [tool_event(100 + i, f"echo {i}") for i in range(3)]
+    read = lambda: any(n.kind == "source_error" and "tasks as last listed" in n.message  # noqa: E731
+                       for n in sink.notices)
+    while not read() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert read()
+    before = fake.count("sample/events")
+    while fake.count("sample/events") == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fake.count("sample/events") > before  # still reading its samples
+    fake.stop()  # the eval exits
+    thread.join(60)
+    assert not thread.is_alive() and not thread_errors

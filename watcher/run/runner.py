@@ -38,6 +38,7 @@ from watcher.sources.base import (
     SampleListing,
     SampleRow,
     Source,
+    SourceBusy,
     SourceError,
     TaskInfo,
 )
@@ -761,6 +762,7 @@ class SourceWatcher:
         self.last_error: str | None = None  # the last failure of a whole cycle
         self._infos: list[TaskInfo] | None = None
         self._infos_next: Future[list[TaskInfo]] | None = None
+        self._busy = 0  # task lists in a row that got no answer in time
 
     def _task_infos(self) -> list[TaskInfo]:
         """The source's tasks, as of this cycle or the one before.
@@ -773,10 +775,22 @@ class SourceWatcher:
         that rarely changes). The source's errors (the process gone, a refused
         connection) surface one cycle later, the same way.
         """
-        if (self.pool is None or self._infos is None or not self.tasks
+        if self._infos is None:
+            # the first answer: nothing of the eval can be read before it, so a busy eval
+            # is given the whole request time for it, not one read timeout then another
+            # request at the back of its queue (500 samples on 2 cores: never answered)
+            first = getattr(self.source, "tasks_patiently", self.source.tasks)
+            self._infos = first()
+            return self._infos
+        if (self.pool is None or not self.tasks
                 or not all(t.buffered for t in self.tasks.values() if not t.finished)):
             self._infos_next = None
-            self._infos = self.source.tasks()
+            try:
+                self._infos = self.source.tasks()
+            except SourceBusy as e:
+                # slow, not gone: the tasks it had go on being read (they rarely change),
+                # and the notice says the list is not current
+                self._busy_tasks(e)
             return self._infos
         pending = self._infos_next
         if pending is not None and pending.done():
@@ -785,6 +799,15 @@ class SourceWatcher:
         if self._infos_next is None:
             self._infos_next = self.pool.submit(self.source.tasks)
         return self._infos
+
+    def _busy_tasks(self, e: SourceBusy) -> None:
+        self._busy += 1
+        if self._busy in (1, 5) or self._busy % 30 == 0:
+            self.emit(Notice(kind="source_error", at=time.time(),
+                             message=f"{self.label}: {e} (attempt {self._busy}); its tasks "
+                                     "as last listed are read on, but a task it started "
+                                     "since is not read until it answers",
+                             details={"transient": True}))
 
     def cycle(self) -> None:
         """One pass over the source; never raises for source faults."""
@@ -832,8 +855,15 @@ class SourceWatcher:
             self._failures += 1
             self.last_error = str(e)
             if self._failures in (1, 5) or self._failures % 30 == 0:
+                unread = ""
+                if self.source.live and not self.reached:
+                    unread = "; nothing of this eval is read until it answers its task list"
+                elif self.source.live:
+                    unread = ("; the samples it has not listed yet are not read until it "
+                              "answers (those already read go on)")
                 self.emit(Notice(kind="source_error", at=now,
-                                 message=f"{self.label}: {e} (attempt {self._failures})",
+                                 message=f"{self.label}: {e} (attempt {self._failures})"
+                                         f"{unread}",
                                  details={"transient": e.transient}))
         self.cycles += 1
         self.last_poll_at = now
