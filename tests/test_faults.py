@@ -728,6 +728,7 @@ def _watch_once(engine: Engine, sink: ListSink, **kw: Any) -> Any:
     return results[0]
 
 
+@pytest.mark.slow  # retries spaced in time
 def test_once_ends_when_a_live_sample_always_answers_500(
         fake: FakeControlServer, builtin_engine: Engine,
         thread_errors: list[BaseException]) -> None:
@@ -749,6 +750,7 @@ def test_once_ends_when_a_live_sample_always_answers_500(
     assert not thread_errors
 
 
+@pytest.mark.slow  # retries spaced in time
 def test_a_live_sample_that_fails_while_running_is_read_when_it_recovers(
         fake: FakeControlServer, builtin_engine: Engine,
         thread_errors: list[BaseException]) -> None:
@@ -936,6 +938,7 @@ def test_an_eval_that_exits_before_it_was_listed_is_not_read_to_its_end(
 # -- a busy eval whose task list is slow (issue 34, item 5) ---------------------------------
 
 
+@pytest.mark.slow  # a server slow on purpose
 def test_a_task_list_slower_than_the_read_timeout_is_waited_for_then_read_around(
         fake: FakeControlServer, builtin_engine: Engine,
         thread_errors: list[BaseException]) -> None:

@@ -174,6 +174,7 @@ def test_missing_file_is_not_found(tmp_path: Path) -> None:
         ReplaySource([tmp_path / "absent.jsonl"])
 
 
+@pytest.mark.slow  # a process of its own
 def test_replay_of_a_recording_taken_mid_sample_ends(tmp_path: Path) -> None:
     """`record ... && replay ...` run while the sample was live: the file ends with a page
     that is not done (and a pending event). Replay reads to its end, says it is

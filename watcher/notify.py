@@ -124,9 +124,13 @@ def finding_body(f: Finding, footer: str = FOOTER) -> str:
     """A short plain-text account of one finding, agent text marked and bounded."""
     s = f.sample
     lines = [
-        f"{f.confidence.upper()} confidence, {_one(f.severity, 20)}: rule {_one(f.rule, 80)} "
-        f"({_one(f.category, 40)}), finding id {_one(f.id, 20)}",
-        f"task {_one(s.task, 100)} · model {_one(s.model, 100)} · sample {_one(s.sample_id, 100)}"
+        # the rule's words and the eval's model are the user's own: only tags and code
+        # spans neutralised (their _ kept); the dataset's names and agent text all of it
+        f"{f.confidence.upper()} confidence, {_one(f.severity, 20, False)}: rule "
+        f"{_one(f.rule, 80, False)} ({_one(f.category, 40, False)}), finding id "
+        f"{_one(f.id, 20, False)}",
+        f"task {_one(s.task, 100)} · model {_one(s.model, 100, False)} · sample "
+        f"{_one(s.sample_id, 100)}"
         f" · epoch {s.epoch} · attempt {s.attempt}",
         f"seen {fmt_span(f)}",
         f"why {f.confidence}: {_one(f.confidence_reason, 300)}",
@@ -158,7 +162,8 @@ def digest_body(held: Sequence[Finding], per_minute: int, total: int | None = No
              f"{total} finding(s) were not sent one by one."]
     for f in held[:DIGEST_LISTED]:
         s = f.sample
-        lines.append(f"- {f.confidence.upper()} {_one(f.rule, 80)} · task {_one(s.task, 60)} · "
+        lines.append(f"- {f.confidence.upper()} {_one(f.rule, 80, False)} · task "
+                     f"{_one(s.task, 60)} · "
                      f"sample {_one(s.sample_id, 60)} · epoch {s.epoch} · id {_one(f.id, 20)}")
     if total > DIGEST_LISTED:
         lines.append(f"- and {total - DIGEST_LISTED} more (see the findings output)")
