@@ -795,7 +795,10 @@ class SourceWatcher:
         pending = self._infos_next
         if pending is not None and pending.done():
             self._infos_next = None
-            self._infos = pending.result()  # re-raises the source's error
+            try:
+                self._infos = pending.result()  # re-raises the source's error
+            except SourceBusy as e:
+                self._busy_tasks(e)  # slow, not gone: the known tasks are read on
         if self._infos_next is None:
             self._infos_next = self.pool.submit(self.source.tasks)
         return self._infos
