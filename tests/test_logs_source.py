@@ -318,7 +318,8 @@ def demo_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for fmt, log_dir in dirs.items():
         # --log-shared 0: json logs reject shared logging, which can be on by default;
         # relative task path: inspect's task glob rejects absolute ones.
-        cmd = ["inspect", "eval", "examples/demo_eval.py",
+        # (this interpreter's Inspect, not whatever `inspect` is first on PATH)
+        cmd = [sys.executable, "-m", "inspect_ai._cli.main", "eval", "examples/demo_eval.py",
                "--log-dir", str(log_dir), "--display", "none", "--log-format", fmt]
         if fmt == "json":
             cmd += ["--log-shared", "0"]
