@@ -10,6 +10,15 @@ import pytest
 from tests.evalproc import EvalProc, start_eval
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every end-to-end test (a real ``inspect eval``: seconds to minutes each) is also
+    ``slow``: ``python -m pytest -m "not slow"`` runs the fast ones (README,
+    "Development"); ``.ci/run`` and the README's test command run everything."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def eval_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator:
     """Start real evals whose discovery files this test process (and only it) sees."""

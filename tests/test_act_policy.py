@@ -279,3 +279,55 @@ def test_a_rule_files_own_act_block_reaches_the_policy(tmp_path: Path) -> None:
     with pytest.raises(PolicyErrors) as exc:
         rule_acts([bad])
     assert exc.value.errors[0].file == str(path)
+
+
+# -- values that would switch an action off unsaid (issue 34, item 13) ---------------------
+
+
+@pytest.mark.parametrize("text,words", [
+    ("rules:\n  repeated-tool-call: {verb: cancel_sample, grace: {seconds: .nan}}\n",
+     "seconds must be above 0"),
+    ("rules:\n  repeated-tool-call: {verb: cancel_sample, grace: {seconds: .inf}}\n",
+     "seconds must be above 0"),
+    ("rules:\n  repeated-tool-call: {verb: cancel_sample, grace: {events: 1" + "0" * 400
+     + "}}\n", "events must be 1 or more and at most 1,000,000"),
+    ("rules:\n  repeated-tool-call: {verb: cancel_sample, when: {count: {gte: .nan}}}\n",
+     "gte must be a finite number"),
+    ("run: {interrupt: {share: .nan}}\n", "share must be above 0"),
+    ("run: {interrupt: {share: 0.5, min_samples: 1" + "0" * 400 + "}}\n",
+     "min_samples must be 1 or more and at most 1,000,000"),
+])
+def test_values_that_would_never_act_are_located_errors(text: str, words: str) -> None:
+    with pytest.raises(PolicyErrors) as exc:
+        parse_policy(text, "p.yaml")
+    assert words in exc.value.render() and "p.yaml:" in exc.value.render()
+
+
+def test_an_interrupt_of_categories_no_rule_has_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("run:\n  interrupt: {share: 0.5, categories: [submit_loops]}\n")
+    rules = {"submit-loop": RuleInfo("submit_loop", frozenset())}
+    with pytest.raises(PolicyErrors) as exc:
+        check_references(load_policy(path), rules)
+    assert "no loaded category 'submit_loops'" in exc.value.render()
+    assert "did you mean 'submit_loop'?" in exc.value.render()
+
+
+def test_a_policy_that_acts_on_nothing_stops_the_watch(tmp_path: Path) -> None:
+    """``defaults: false`` alone left a watch that could do nothing while its banner
+    said it acts."""
+    from click.testing import CliRunner
+
+    from watcher.cli import main
+
+    path = tmp_path / "p.yaml"
+    path.write_text("# no defaults\ndefaults: false\n")
+    rules = {"submit-loop": RuleInfo("submit_loop", frozenset())}
+    with pytest.raises(PolicyErrors) as exc:
+        check_references(load_policy(path), rules)
+    assert f"{path}:2" in exc.value.render() and "acts on nothing" in exc.value.render()
+    res = CliRunner().invoke(main, ["watch", "--act", "--act-policy", str(path), "--once"])
+    assert res.exit_code == 2 and "acts on nothing" in res.output
+    # an action of its own, or an interrupt, is something to do
+    path.write_text("defaults: false\nrun: {interrupt: {share: 0.5}}\n")
+    check_references(load_policy(path), rules)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.test_cli_e2e import cli
+from tests.evalproc import default_sigint
 from watcher.findings import Finding
 from watcher.hooks import CommandHook
 from watcher.notify import EXCERPT_LEN, FOOTER, Notifier, finding_body, finding_title
@@ -98,8 +99,9 @@ def test_a_slow_hook_does_not_hold_up_the_jsonl_of_a_real_watch(eval_runner: Any
     # the end of the watch waited for what was queued: every new or escalated snapshot
     # reached the command, in order, and nothing was reported dropped
     records = _records(out)
-    sent = [r["id"] + r["status"] + r["confidence"] for r in records
-            if r["kind"] == "finding" and r["status"] != "ended"]
+    # the news (a later line of an open finding, as it grew, is not news: no hook run)
+    sent = list(dict.fromkeys(r["id"] + r["status"] + r["confidence"] for r in records
+                              if r["kind"] == "finding" and r["status"] != "ended"))
     runs = sorted(hook_dir.glob("finished.*"), key=lambda p: int(p.suffix[1:]))
     got = [json.loads(p.read_text()) for p in runs]
     assert [d["id"] + d["status"] + d["confidence"] for d in got] == sent
@@ -197,12 +199,31 @@ def test_notify_sends_one_per_episode_to_a_local_receiver(eval_runner: Any, tmp_
     episode that reached ``high`` (the submit loop's, first ``medium``, when it crossed),
     none for lower ones or for ends and escalations, and agent text in it is marked, bounded
     and inert."""
-    proc = eval_runner("loops", "-T", "hostile=true", tool_delay=0.1)
-    proc.discovery()
+    # the watch is up before the eval starts (with Apprise to import it used to start
+    # after a fast eval had ended, on a busy machine: "no running Inspect evals found"),
+    # and is stopped as Ctrl+C stops it once the eval has exited: queued sends go out
     out = tmp_path / "findings.jsonl"
-    res = cli("watch", "--poll", "0.3", "--format", "jsonl", "-o", str(out),
-              "--notify", f"json://127.0.0.1:{receiver.port}/inspect-watch")
-    assert res.returncode == 0, res.stderr
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "watcher", "watch", "--follow", "--poll", "0.3", "--format",
+         "jsonl", "-o", str(out), "--notify", f"json://127.0.0.1:{receiver.port}/inspect-watch",
+         "--alert-drain", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True, preexec_fn=default_sigint)
+    try:
+        while not out.exists():  # its outputs are open: the watch has begun
+            assert watcher.poll() is None, watcher.communicate()[1]
+            time.sleep(0.05)
+        proc = eval_runner("loops", "-T", "hostile=true", tool_delay=0.1)
+        assert proc.wait() == 0
+        while not any(r.get("notice") == "process_exited" for r in _records(out)):
+            assert watcher.poll() is None, watcher.communicate()[1]
+            time.sleep(0.1)
+        watcher.send_signal(signal.SIGINT)
+        _, stderr = watcher.communicate(timeout=600)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    assert watcher.returncode == 130, stderr
     records = _records(out)
     findings = [r for r in records if r["kind"] == "finding"]
     high = {r["id"]: r for r in findings if r["confidence"] == "high" and r["status"] != "ended"}
@@ -331,3 +352,23 @@ def test_a_watch_that_may_act_does_not_say_it_only_observes() -> None:
         n.drain(5)
         assert len(sent) == 1 and sent[0].endswith(footer), acting
         assert ("only observes" in sent[0]) == (acting == "")
+
+
+def test_agent_text_and_names_are_inert_in_chat_markup() -> None:
+    """Discord, Mattermost, Google Chat and Slack render a plain-text body's Markdown
+    anyway (issue 34, item 8): a link, a bare URL, emphasis or code from the agent or
+    the dataset must reach them as text, still labelled untrusted."""
+    f = example_snapshots()[0]
+    hostile = ("[click here](https://evil.example/x) **URGENT** _now_ `rm -rf` ~~ok~~ "
+               "<https://evil.example|ok> www.evil.example evil.example # all clear")
+    f = replace(f, evidence=replace(f.evidence, excerpts=(hostile,)), summary=hostile,
+                sample=replace(f.sample, task="t[x](http://a.b)", sample_id="**s**.example",
+                               log_location="/logs/run_1/2026_loops.eval"))
+    body, title = finding_body(f), finding_title(f)
+    said = (body + title).replace(FOOTER, "")
+    for live in ("](", "https://", "http://", "www.evil", "evil.example", "**", "__", "`",
+                 "~~", "<", "# all", "|ok"):
+        assert live not in said, live
+    quoted = [ln for ln in body.split("\n") if ln.startswith(f"{UNTRUSTED_LABEL}: «")]
+    assert quoted and "click here" in quoted[0]  # still readable
+    assert "log: /logs/run_1/2026_loops.eval" in body  # the user's path, to copy

@@ -116,6 +116,7 @@ def test_report_of_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     assert res.exception is None or isinstance(res.exception, SystemExit)
 
 
+@pytest.mark.slow  # three scans of real logs
 def test_full_disk_stops_the_watch_and_the_next_run_reports_what_was_lost(
         tmp_path: Path) -> None:
     """Findings written to a full device (/dev/full: every write fails with ENOSPC): the
@@ -125,10 +126,17 @@ def test_full_disk_stops_the_watch_and_the_next_run_reports_what_was_lost(
         import pytest
 
         pytest.skip("no /dev/full here")
+    import shutil
+
     from tests.corpus import CORPUS
 
+    # two small real logs (the whole corpus, scanned three times, is minutes of CPU)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("docent-intercode-ctf-gpt4o.eval", "metr-oxdna-claude-opus.eval"):
+        shutil.copy(CORPUS / name, logs / name)
     state = tmp_path / "state.json"
-    args = ["watch", "--log-dir", str(CORPUS), "--once", "-q", "--format", "jsonl",
+    args = ["watch", "--log-dir", str(logs), "--once", "-q", "--format", "jsonl",
             "--state", str(state)]
     for jobs in ("1", "2"):  # one process, and workers whose findings the parent writes
         res = CliRunner().invoke(main, [*args, "--jobs", jobs, "-o", "/dev/full"])
@@ -198,6 +206,7 @@ def _cli_limited(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess
                           stdin=subprocess.DEVNULL, preexec_fn=cap)
 
 
+@pytest.mark.slow  # a process per special file
 def test_special_files_are_refused_not_read_for_ever(tmp_path: Path) -> None:
     """``--rules /dev/zero`` grew to 24 GB, ``--state /dev/full`` likewise, and a FIFO
     blocked the start: rule, suppress and state files must be regular files (exit 2,
@@ -274,3 +283,35 @@ def test_symlinked_outputs_are_checked_where_they_point(tmp_path: Path) -> None:
                                     "--format", "jsonl", "-o", str(ok)])
     assert res.exit_code == 0, res.output
     assert ok.is_symlink() and "no_logs" in (tmp_path / "target.jsonl").read_text()
+
+
+
+@pytest.mark.slow  # a process per try
+@pytest.mark.parametrize("fmt", ["jsonl", "text"])
+def test_an_output_fifo_without_a_reader_is_refused_not_waited_for(tmp_path: Path,
+                                                                   fmt: str) -> None:
+    """``-o FIFO`` with nobody reading it blocked the start for ever (issue 34, item 15);
+    with a reader it is written to."""
+    import threading
+
+    fifo = tmp_path / "findings.fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "logs").mkdir()
+    args = [sys.executable, "-m", "watcher", "watch", "--once", "--log-dir",
+            str(tmp_path / "logs"), "--format", fmt, "-o", str(fifo)]
+    res = subprocess.run(args, capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == 2 and "a FIFO that nobody reads yet" in res.stderr
+    got: list[bytes] = []  # a reader (blocked in open until the watch opens it)
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    # the reader may not have opened it yet: the watch is then refused again, and tried
+    # until it finds the reader (no fixed wait)
+    for _ in range(100):
+        res = subprocess.run(args, capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+        if res.returncode != 2:
+            break
+    reader.join(30)
+    assert res.returncode == 0, res.stderr
+    assert b"no Inspect logs" in got[0]

@@ -596,9 +596,15 @@ def test_signalled_watch_flushes_and_restart_repeats_nothing(
         if proc2.poll() is None:
             proc2.kill()
             proc2.wait()
-    second = [(r["id"], r["confidence"], r["status"]) for r in _jsonl(out2)
-              if r.get("kind") == "finding"]
-    assert not set(second) & reported, "a finding was reported again after the restart"
+    # a finding that went on is written again with its higher count (not news); the
+    # same snapshot again would be a repeat
+    def snap(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["id"], r["confidence"], r["status"], r["count"],
+                r["evidence"]["facts"].get("tokens_since_first_seen"))
+
+    firsts = {snap(r) for r in first if r.get("kind") == "finding"}
+    second = [snap(r) for r in _jsonl(out2) if r.get("kind") == "finding"]
+    assert not set(second) & firsts, "a finding was reported again after the restart"
     assert len(second) == len(set(second))
 
 
@@ -722,6 +728,7 @@ def _watch_once(engine: Engine, sink: ListSink, **kw: Any) -> Any:
     return results[0]
 
 
+@pytest.mark.slow  # retries spaced in time
 def test_once_ends_when_a_live_sample_always_answers_500(
         fake: FakeControlServer, builtin_engine: Engine,
         thread_errors: list[BaseException]) -> None:
@@ -743,6 +750,7 @@ def test_once_ends_when_a_live_sample_always_answers_500(
     assert not thread_errors
 
 
+@pytest.mark.slow  # retries spaced in time
 def test_a_live_sample_that_fails_while_running_is_read_when_it_recovers(
         fake: FakeControlServer, builtin_engine: Engine,
         thread_errors: list[BaseException]) -> None:
@@ -866,3 +874,100 @@ def test_a_bad_limit_override_is_refused_by_name(monkeypatch: pytest.MonkeyPatch
 
     result = CliRunner().invoke(main, ["watch", "--once"])
     assert result.exit_code == 2 and "INSPECT_WATCH_REQUEST_TIMEOUT" in result.output
+
+
+# -- an eval reached but never read (issue 34, item 3) -----------------------------------
+
+
+@pytest.mark.parametrize("route,fault", [
+    ("/tasks", "500"),  # its task list always fails
+    ("/tasks", "delay:1.0"),  # slower than the whole request may take, every time
+    ("/tasks", "endless"),  # a body that never ends (cut at the size limit)
+    ("/samples", "malformed"),  # its samples listing is garbage
+    ("/samples", "500"),  # or always fails
+])
+def test_once_on_an_eval_it_did_not_read_exits_3_even_with_fail_on(
+        fake: FakeControlServer, builtin_engine: Engine, monkeypatch: pytest.MonkeyPatch,
+        thread_errors: list[BaseException], route: str, fault: str) -> None:
+    """A CI step ``watch --once --fail-on high`` must never pass for an eval it found but
+    did not read: exit code 3 ("part of the input could not be read"), said by an
+    ``unreadable`` notice, as post-hoc."""
+    monkeypatch.setenv("INSPECT_WATCH_MAX_RESPONSE_MB", "2")
+    monkeypatch.setenv("INSPECT_WATCH_REQUEST_TIMEOUT", "0.5")
+    fake.add_sample("s1", _repeat_events(6))
+    fake.always(route, fault)
+    sink = ListSink()
+    result = _watch_once(builtin_engine, sink, fail_on="high", read_timeout=0.2)
+    unreadable = [n for n in sink.notices if n.kind == "unreadable"]
+    assert unreadable, [(n.kind, n.message) for n in sink.notices]
+    scope = "source" if route == "/tasks" else "task"
+    assert unreadable[0].details["scope"] == scope
+    assert any(n.kind == "incomplete" for n in sink.notices)
+    assert not any("read to its end" in n.message for n in sink.notices)
+    assert result.exit_code == 3
+    assert not thread_errors
+
+
+def test_an_eval_that_exits_before_it_was_listed_is_not_read_to_its_end(
+        fake: FakeControlServer, builtin_engine: Engine,
+        thread_errors: list[BaseException]) -> None:
+    """Its task list answered, its samples listing never did, then it exited (no log to
+    read): the watch used to say "every sample was read to its end" and exit 0."""
+    fake.add_sample("s1", _repeat_events(6))
+    fake.always("/samples", "500")
+    sink = ListSink()
+    watch = Watch(builtin_engine, WatchConfig(poll=0.05, exit_grace=0.0, transport="http",
+                                              read_timeout=0.3), WatchState(), [sink])
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(watch.run()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while fake.count("/samples") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    fake.stop()  # the eval exits
+    thread.join(60)
+    assert not thread.is_alive()
+    said = [(n.kind, n.message) for n in sink.notices]
+    assert not any("read to its end" in m for _, m in said), said
+    assert any(k == "unreadable" and "could not be listed" in m for k, m in said), said
+    assert results[0].exit_code == 3
+    assert not thread_errors
+
+
+
+# -- a busy eval whose task list is slow (issue 34, item 5) ---------------------------------
+
+
+@pytest.mark.slow  # a server slow on purpose
+def test_a_task_list_slower_than_the_read_timeout_is_waited_for_then_read_around(
+        fake: FakeControlServer, builtin_engine: Engine,
+        thread_errors: list[BaseException]) -> None:
+    """Every /tasks answers after 1 s, past a 0.3 s read timeout (500 samples on 2
+    cores: 5 s and more). The first one is waited for (nothing can be read before it);
+    the later ones time out, and the tasks it gave are read on, said in a notice."""
+    sample = fake.add_sample("s1", _repeat_events(6))
+    fake.always("/tasks", "delay:1.0")
+    sink = ListSink()
+    watch = Watch(builtin_engine, WatchConfig(poll=0.05, exit_grace=0.0, transport="http",
+                                              read_timeout=0.3), WatchState(), [sink])
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(watch.run()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not sink.findings and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sink.findings, [n.message for n in sink.notices]  # read live
+    # it goes on: events written now are read though every task list times out
+    sample.events += [tool_event(100 + i, f"echo {i}") for i in range(3)]
+    read = lambda: any(n.kind == "source_error" and "tasks as last listed" in n.message  # noqa: E731
+                       for n in sink.notices)
+    while not read() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert read()
+    before = fake.count("sample/events")
+    while fake.count("sample/events") == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fake.count("sample/events") > before  # still reading its samples
+    fake.stop()  # the eval exits
+    thread.join(60)
+    assert not thread.is_alive() and not thread_errors

@@ -246,3 +246,27 @@ def test_the_entry_limit_also_guards_inspects_reader(
     for tier in ("content", "full"):
         with pytest.raises(LimitExceeded, match="over the 1 MB limit"):
             src.events(task, "bad", 1, since=None, types=None, tier=tier)  # type: ignore[arg-type]
+
+
+def test_the_expansion_limit_holds_for_the_whole_sample_not_each_event(
+        tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 events, each naming one 100 KB attachment 1,000 times (issue 34, item 6): with a
+    budget per event each event took all of it (40 budgets, 2.86 GB at the peak with the
+    default); one budget for the sample holds the whole read to it, over every page."""
+    monkeypatch.setenv("INSPECT_WATCH_MAX_EXPANSION_MB", "1")
+    h = "d" * 32
+    events = [tool_event(i, {"cmd": [f"attachment://{h}"] * 1000}) for i in range(40)]
+    bomb = sample("bad", events, attachments={h: "y" * 100_000})
+    _good_and_bad(tmp_path, bomb)
+    src = LogSource(str(tmp_path))
+    [task] = [t for t in src.tasks() if any(r.sample_id == "bad"
+                                            for r in src.samples(t).samples)]
+    added, since, done = 0, None, False
+    while not done:  # page by page, as a watch reads it
+        page = src.events(task, "bad", 1, since=since, types=None, tier="content", limit=7)
+        added += sum(json.dumps(e).count("y" * 100_000) for e in page.events) * 100_000
+        since, done = page.next, page.done
+    assert 0 < added <= 1024 * 1024
+    result, sink = scan(engine, tmp_path)
+    assert [n for n in sink.kinds("limit") if "for the sample" in n.message]
+    assert ("evalB", "good") in _samples_with_findings(sink)

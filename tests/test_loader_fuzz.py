@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from watcher.engine import ERROR_KINDS, RuleLoadErrors, load_rules
 from watcher.engine.model import RULE_KEYS
 
+pytestmark = pytest.mark.slow  # hypothesis over the rule loader
+
 CODES = {k.code for k in ERROR_KINDS}
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -119,6 +119,7 @@ def test_failed_uploads_never_stop_the_watch_and_lose_nothing(
     assert not rep.lost and not Path(rep.spool).exists()
 
 
+@pytest.mark.slow  # uploads retried in time
 def test_last_upload_failing_keeps_the_spool_and_says_where(
         capsys: pytest.CaptureFixture[str]) -> None:
     # the empty object at the start, then nothing more: the findings did not get there

@@ -23,6 +23,8 @@ from watcher.run.runner import RunOptions
 from watcher.run.watch import Watch, WatchConfig
 from watcher.state import WatchState
 
+pytestmark = pytest.mark.slow  # forked scans of real logs, signals
+
 
 class Sink:
     def __init__(self) -> None:

@@ -174,6 +174,7 @@ def test_missing_file_is_not_found(tmp_path: Path) -> None:
         ReplaySource([tmp_path / "absent.jsonl"])
 
 
+@pytest.mark.slow  # a process of its own
 def test_replay_of_a_recording_taken_mid_sample_ends(tmp_path: Path) -> None:
     """`record ... && replay ...` run while the sample was live: the file ends with a page
     that is not done (and a pending event). Replay reads to its end, says it is
@@ -211,3 +212,59 @@ def test_record_of_a_live_sample_says_it_is_partial(tmp_path: Path,
     assert second.exit_code == 0 and "partial" not in second.output
     assert read_recordings(live)[0].header["partial"] is True
     assert read_recordings(done)[0].header["partial"] is False
+
+
+# -- hostile input to `replay` (issue 34, item 9) -------------------------------------------
+
+
+def _replay_cli(*files: str) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "watcher", "replay", "--format", "jsonl",
+                           *files], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+
+
+def _header_line(**kw: Any) -> str:
+    head = {"kind": "header", "schema": 1, "task": "t", "task_id": "t", "eval_id": "e",
+            "model": "m", "sample_id": "s", "epoch": 1, "tier": "content", **kw}
+    return json.dumps(head)
+
+
+def test_replay_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)  # no writer: reading it would block for ever
+    for path in ("/dev/zero", str(fifo)):  # /dev/zero: read until memory ran out
+        res = _replay_cli(path)
+        assert res.returncode == 2, (path, res.stderr[-500:])
+        assert "not a regular file" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_replay_refuses_a_recording_past_its_size_limit(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INSPECT_WATCH_MAX_RECORDING_MB", "0.001")
+    big = tmp_path / "big.jsonl"
+    big.write_text(_header_line() + "\n" + json.dumps({"kind": "page", "events": [
+        _event("info", 1, data="x" * 5000)], "done": True}) + "\n")
+    with pytest.raises(BadResponse, match="INSPECT_WATCH_MAX_RECORDING_MB"):
+        read_recordings(big)
+
+
+@pytest.mark.parametrize("line,message", [
+    ('{"kind": "page", "events": [' + "[" * 100_000 + "]" * 100_000 + "]}",
+     "nested too deep"),
+    (None, "epoch must be a whole number"),
+])
+def test_replay_of_hostile_lines_is_a_located_error(tmp_path: Path, line: str | None,
+                                                    message: str) -> None:
+    bad = tmp_path / "bad.jsonl"
+    head = _header_line().replace('"epoch": 1', '"epoch": 1e400') if line is None else (
+        _header_line())
+    bad.write_text(head + "\n" + (line or "") + "\n")
+    res = _replay_cli(str(bad))
+    assert res.returncode == 2, res.stderr[-800:]
+    assert message in res.stderr and f"{bad}:" in res.stderr
+    assert "Traceback" not in res.stderr

@@ -4,6 +4,7 @@ and says plainly what it could not know, instead of printing zeros."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +78,58 @@ def test_report_reads_logs_through_fsspec_and_bounds_how_many(eval_runner: Any,
     moved = tmp_path / "moved.jsonl"
     moved.write_text(out.read_text().replace(json.dumps(str(log)), json.dumps(url)))
     try:
-        summary = with_logs(summary_from_jsonl([moved]))
+        # a URL is read only over a scheme the user allowed
+        [task] = with_logs(summary_from_jsonl([moved])).tasks
+        assert "memory:// is not a scheme this report was allowed" in task.unknown
+        summary = with_logs(summary_from_jsonl([moved]), schemes={"memory"})
         assert ROW in render_markdown(summary)
         assert {t.log_location for t in summary.tasks} == {url}
-        [task] = with_logs(summary_from_jsonl([moved]), max_logs=0).tasks
+        [task] = with_logs(summary_from_jsonl([moved]), max_logs=0,
+                           schemes={"memory"}).tasks
         assert task.unknown == ("its log was not read: the findings name 1 log(s) and at most "
                                 "0 are read (--max-logs); known only from its findings")
     finally:
         fs.rm("/report-test", recursive=True)
+
+
+def test_report_fetches_no_url_a_findings_file_names(tmp_path: Path) -> None:
+    """A findings file from elsewhere names its logs (issue 34, item 10): an internal URL
+    must not be requested, nor "/" walked; the user allows a scheme with --logs-from."""
+    import http.server
+    import threading
+
+    from watcher.reporters.examples import example_snapshots
+    from watcher.reporters.jsonl import finding_record
+
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            asked.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    internal = f"http://127.0.0.1:{server.server_port}/admin/x.eval"
+    f = example_snapshots()[0]
+    records = [finding_record(replace(f, id=f"{f.id[:-1]}{i}", sample=replace(
+        f.sample, eval_id=f"e{i}", log_location=where))) for i, where in enumerate(
+        (internal, "/", "/etc/passwd"))]
+    findings = tmp_path / "elsewhere.jsonl"
+    findings.write_text("".join(json.dumps(r) + "\n" for r in records))
+    try:
+        res = cli("report", str(findings))
+        assert res.returncode == 0, res.stderr
+        said = res.stdout.replace("\\", "")  # (Markdown escapes)
+        assert asked == []
+        assert "http:// is not a scheme this report was allowed to read" in said
+        assert said.count("not a .eval or .json file") == 2  # "/" and /etc/passwd
+        # allowed by the user: asked (and it is no log)
+        res = cli("report", "--logs-from", "http", str(findings))
+        assert asked and "its log could not be read" in res.stdout
+    finally:
+        server.shutdown()

@@ -824,6 +824,7 @@ def _watcher(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow  # installs a package
 def test_a_registered_reporter_serves_watch_and_report(tmp_path: Path) -> None:
     from tests.corpus import CORPUS
 

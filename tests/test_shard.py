@@ -23,6 +23,8 @@ from tests.evalproc import SCENARIOS, default_sigint
 from watcher.reporters.jsonl import summary_from_jsonl
 from watcher.shard import log_name, owns, parse_shard, shard_of
 
+pytestmark = pytest.mark.slow  # real `inspect eval` runs and scans of the whole corpus
+
 N = 3
 
 
@@ -102,7 +104,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
             sub.mkdir(exist_ok=True)
             _copy_log(src, sub / src.name.replace(".eval", f"-copy{i}.eval"),
                       f"copy{i}x{j}x{'z' * 12}")
-    # the shared corpus (whatever it holds today) and 10 generated copies
+    # every corpus log (the corpus grows: counted, not assumed) and the ten copies
     assert len(list(logs.rglob("*.eval"))) == len(list(CORPUS.glob("*.eval"))) + 10
     return logs
 

@@ -113,3 +113,38 @@ def test_a_state_that_can_no_longer_be_saved_stops_the_watch(tmp_path: Path) -> 
     assert result.exit_code == 3 and result.state_error is not None
     assert "Not a directory" in result.state_error
     assert probe.findings and probe.unsaved == []  # none written that the state lacked
+
+
+# -- hostile and newer state files (issue 34, item 11) -------------------------------------
+
+
+@pytest.mark.parametrize("text,reason", [
+    ('{"version": 1, "reported": {"x": ["high", "open", 1e400]}}', "count must be a whole"),
+    ('{"version": 1, "reported": {"x": ["high", "open", -1]}}', "count must be a whole"),
+    ('{"version": 1, "reported": {"x": ["certain", "open", 2]}}', "unknown level"),
+    ('{"version": true}', "unsupported state version True"),
+    ('{"version": 1.0}', "unsupported state version 1.0"),
+    ('[1]', "not a JSON object"),
+])
+def test_a_hostile_state_is_a_located_error(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(text)
+    with pytest.raises(StateError, match=reason):
+        WatchState.load(path)
+    res = CliRunner().invoke(main, ["watch", "--once", "--log-dir", str(tmp_path),
+                                    "--state", str(path)])
+    assert res.exit_code == 2 and "cannot read state file" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_keys_a_newer_watcher_wrote_are_kept_at_the_next_save(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"version": 1, "reported": {"x": ["high", "open", 3]},
+                                "budget": {"spent": 12}, "notes": ["keep me"]}))
+    state = WatchState.open(path)
+    state.finished.add("e|s|1")
+    state.save()
+    state.close()
+    saved = json.loads(path.read_text())
+    assert saved["budget"] == {"spent": 12} and saved["notes"] == ["keep me"]
+    assert saved["reported"] == {"x": ["high", "open", 3]} and saved["finished"] == ["e|s|1"]

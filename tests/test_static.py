@@ -27,6 +27,7 @@ def test_ruff_clean() -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+@pytest.mark.slow  # mypy over the package: a minute of CPU
 def test_mypy_clean(tmp_path: Path) -> None:
     pytest.importorskip("mypy")
     res = _run("mypy", "watcher", "--cache-dir", str(tmp_path / "cache"))

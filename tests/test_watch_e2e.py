@@ -173,8 +173,14 @@ def test_state_restart_reports_nothing_twice_and_misses_nothing(eval_runner: Any
     assert res.returncode == 0, res.stderr
     outputs.append(first)
     records = [d for out in outputs if out.exists() for d in findings(out)]
-    snapshots = [(d["id"], d["confidence"], d["status"]) for d in records]
+    # a later snapshot of an open finding says how far it went on (a higher count);
+    # the same snapshot twice, or a count going back, is a repeat
+    snapshots = _snapshots(records)
     assert len(snapshots) == len(set(snapshots)), "a snapshot was reported twice"
+    counts: dict[str, int] = {}
+    for d in records:
+        assert d["count"] >= counts.get(d["id"], 0), "a count went back"
+        counts[d["id"]] = d["count"]
     # and nothing was missed: the union equals a fresh post-hoc read
     fresh = tmp_path / "fresh.jsonl"
     cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
@@ -212,8 +218,11 @@ def test_a_process_running_tasks_in_turn_is_watched_to_the_last_task(
     assert "repeated-tool-call" in {d["rule"] for d in got if d["task"] == "loops"}
 
 
-def _snapshots(records: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    return [(d["id"], d["confidence"], d["status"]) for d in records]
+def _snapshots(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What makes a snapshot news: a level, an end, or (an open finding that went on)
+    a higher count or more spent."""
+    return [(d["id"], d["confidence"], d["status"], d["count"],
+             d["evidence"]["facts"].get("tokens_since_first_seen")) for d in records]
 
 
 def test_a_sigkilled_watcher_resumed_reports_nothing_twice(eval_runner: Any,
@@ -251,7 +260,7 @@ def test_a_sigkilled_watcher_resumed_reports_nothing_twice(eval_runner: Any,
     fresh = tmp_path / "fresh.jsonl"
     cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
         "--output", str(fresh))
-    assert {d["id"] for d in findings(fresh)} == {i for i, _, _ in both}
+    assert {d["id"] for d in findings(fresh)} == {i for i, *_ in both}
 
 
 def test_once_calls_end_open_findings_after_the_eval_exits(eval_runner: Any,
@@ -296,7 +305,7 @@ def test_once_calls_end_open_findings_after_the_eval_exits(eval_runner: Any,
     fresh = tmp_path / "fresh.jsonl"
     cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
         "--output", str(fresh))
-    assert {d["id"] for d in findings(fresh)} == {i for i, _, _ in both}
+    assert {d["id"] for d in findings(fresh)} == {i for i, *_ in both}
     # the log was read once: a further call has nothing to say
     again = tmp_path / "again.jsonl"
     res = cli("watch", "--once", "--state", str(state), "--format", "jsonl",

@@ -570,3 +570,63 @@ def test_another_findings_hand_off_says_what_was_done_about_its_sample(
     assert "The person running the eval can also:" in after
     assert "it has not acted on this sample" in wd.handoff(untouched, True, False)
     wd.drain(1.0)
+
+
+# -- what the watchdog checks just before it acts (issue 34, item 12) -----------------------
+
+
+def test_the_run_interrupt_signals_only_the_process_serving_the_socket(
+        control_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A discovery file names a pid; a signal went to whatever process that was. Now the
+    socket's peer credentials must name the same pid (here the socket is served by this
+    test's process, the file names another live one)."""
+    import subprocess
+
+    other = subprocess.Popen(["sleep", "120"])
+    sent: list[tuple[int, int]] = []
+    real_kill = __import__("os").kill
+
+    def kill(pid: int, sig: int) -> None:
+        if sig != 0:
+            sent.append((pid, sig))
+        else:
+            real_kill(pid, 0)
+
+    try:
+        with FakeControlServer(control_dir, pid=other.pid) as fake:
+            monkeypatch.setattr("watcher.act.watchdog.os.kill", kill)
+            for i in range(2):
+                fake.add_sample(f"s{i}", [])
+            wd = Watchdog(Policy([Layer("file")], InterruptSpec(share=0.5, min_samples=1)),
+                          poll=0.05)
+            wd.decide(replace(loop_finding(), sample=replace(REF, sample_id="s0",
+                                                             pid=other.pid)), origin(fake))
+            [rec] = drain(wd, 1)
+            monkeypatch.undo()
+            assert isinstance(rec, Action) and (rec.verb, rec.outcome, rec.reason) == (
+                "interrupt_run", "skipped", "not_verified")
+            assert f"served by pid {__import__('os').getpid()}, not by pid {other.pid}" in (
+                rec.message)
+            assert sent == [] and other.poll() is None
+            wd.drain(1.0)
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_api_version_is_read_again_before_a_request(fake: FakeControlServer) -> None:
+    """docs/watchdog.md: the server's API version is checked before each request, from
+    its discovery file as it is then, not as the watch first found it."""
+    add_loop(fake)
+    accept(fake)
+    spec = ActSpec(verb="cancel_sample", action="score", confidence="high")
+    wd = Watchdog(policy_of(spec), poll=0.05)
+    found = origin(fake)  # found at API version 8
+    data = json.loads(fake.discovery_path.read_text())
+    fake.discovery_path.write_text(json.dumps({**data, "api_version": 2}))  # now 2
+    wd.decide(loop_finding(), found)
+    [rec] = drain(wd, 2)[-1:]
+    assert isinstance(rec, Action) and (rec.outcome, rec.reason) == ("unsupported",
+                                                                       "unsupported")
+    assert "control API version is 2" in rec.message and posts(fake) == []
+    wd.drain(1.0)

@@ -93,13 +93,17 @@ def test_endless_loops_are_cancelled_with_score_and_their_siblings_run_on(
     assert "inspect-watch watchdog (--act): what it did about this finding" in ended["handoff"]
     assert "requested; the server accepted it" in ended["handoff"]
     assert ended["evidence"]["facts"]["tokens_since_first_seen"] > 0
-    # what the cancel caused (the operator's limit) is no news of an untouched sample
-    caused = [f for f in findings if f["sample_id"] in requested and f["status"] == "open"
-              and f["rule"] in ("sample-limit", "limit-row")]
-    assert caused
-    for f in caused:
-        assert "not acted on this sample" not in f["handoff"], f["handoff"]
-        assert "cancel sample: requested" in f["handoff"]
+    # what the cancel caused (the operator's limit it set, the model call it cut) is
+    # no new problem: recorded beside the action, never reported as a finding
+    caused = [f for f in findings if f["sample_id"] in requested
+              and f["first_seen"] >= requested[f["sample_id"]]["at"]]
+    caused += [f for f in findings if f["sample_id"] in requested
+               and f["rule"] in ("sample-limit", "limit-row")]
+    assert not caused, [(f["rule"], f["confidence"]) for f in caused]
+    said = [d for d in lines(out) if d.get("notice") == "action_consequence"]
+    assert {"sample-limit", "limit-row"} <= {d["details"]["rule"] for d in said}
+    assert {d["sample"]["sample_id"] for d in said} <= set(requested)
+    assert all(d["details"]["verb"] == "cancel_sample" for d in said)
     assert set(json.loads(state.read_text())["acted"]) == {
         a["finding_id"] for a in requested.values()}
     report = summary.read_text()

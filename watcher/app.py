@@ -37,6 +37,7 @@ from watcher.alertqueue import DRAIN_SECONDS, QUEUE_SIZE
 from watcher.engine import Engine, RuleLoadErrors, load_rules, load_suppressions
 from watcher.exit_codes import ExitCode
 from watcher.hooks import TIMEOUT as ON_FINDING_TIMEOUT
+from watcher.limits import READ_TIMEOUT
 from watcher.notify import MIN_CONFIDENCE as NOTIFY_MIN_CONFIDENCE
 from watcher.notify import PER_MINUTE as NOTIFY_RATE
 from watcher.reporters import OutputError, OutputOptions, Reporter, ReporterError, get_reporter
@@ -66,6 +67,10 @@ class WatchOptions:
     once: bool = False
     follow: bool = False
     wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
+    # live: only evals whose logs are written under this directory (or URL)
+    evals_from: str | None = None
+    # seconds one read of a control socket may wait for bytes (a busy eval answers late)
+    read_timeout: float = READ_TIMEOUT
     state_path: str | None = None
     jobs: int | None = None  # processes for --log-dir --once; 0: one per CPU; None: auto
     shard: tuple[int, int] | None = None  # --shard K/N: the logs whose name hashes to K
@@ -136,6 +141,8 @@ def check(options: WatchOptions) -> WatchOptions:
             raise OptionsError(str(e), "--format") from e
     if options.poll <= 0:
         raise OptionsError("must be positive", "--poll")
+    if not options.read_timeout > 0 or options.read_timeout == float("inf"):
+        raise OptionsError("must be a positive number of seconds", "--read-timeout")
     jobs = options.jobs
     if jobs is not None and jobs < 0:
         raise OptionsError("must be 0 (one per CPU) or more", "--jobs")
@@ -161,6 +168,12 @@ def check(options: WatchOptions) -> WatchOptions:
                                       or options.transport == "cli"):
         raise OptionsError("releases live evals through their control socket: not with "
                            "logs, recordings or --transport cli", "--release-when-done")
+    if options.evals_from is not None:
+        if options.log_dir or options.replay:
+            raise OptionsError("selects live evals by where they log; with --log-dir, "
+                               "name that directory instead", "--evals-from")
+        options = replace(options, selector=replace(options.selector,
+                                                    log_root=options.evals_from))
     local = local_path(options.log_dir)
     if local is not None and not local.exists():
         raise OptionsError(f"{options.log_dir} does not exist", "--log-dir")
@@ -190,6 +203,19 @@ def check_act(options: WatchOptions) -> None:
     for value, option in ((o.act_max, "--act-max"), (o.act_max_task, "--act-max-task")):
         if value < 1:
             raise OptionsError("must be 1 or more", option)
+
+
+def scope_words(o: WatchOptions) -> str:
+    """Which live evals the watch reads (and acts on), in words for its banner: "" when it
+    is every eval of the user on this host, whoever started it."""
+    if o.log_dir or o.replay:
+        return ""
+    parts = []
+    if o.selector.task:
+        parts.append(f"task {o.selector.task}")
+    if o.selector.log_root is not None:
+        parts.append(f"evals logging under {o.selector.log_root}")
+    return ", ".join(parts)
 
 
 def local_path(path: str | None) -> Path | None:
@@ -488,6 +514,7 @@ class _Session:
                              follow=o.follow, once=o.once, poll=o.poll, selector=o.selector,
                              min_confidence=o.min_confidence, fail_on=o.fail_on,
                              wait_for_evals=o.wait_for_evals, jobs=o.jobs or 1,
+                             read_timeout=o.read_timeout,
                              log_shard=o.shard,
                              log_hints=o.log_hints, alert_drain=o.alert_drain,
                              sample_detail=o.sample_detail, recent_events=o.recent_events,
@@ -515,7 +542,8 @@ class _Session:
             sources=(o.log_dir,) if o.log_dir else tuple(o.replay) or ("live",),
             log_dirs=(o.log_dir,) if o.log_dir else (),
             rules=tuple(r.id for r in engine.rules), version=__version__,
-            acting=("dry-run" if o.dry_run else "act") if o.act else "")
+            acting=("dry-run" if o.dry_run else "act") if o.act else "",
+            scope=scope_words(o))
         try:
             for sink in [*sinks, *alerts]:
                 sink.start(context)

@@ -16,8 +16,9 @@ honoured when the whole string is such a reference and its hash is known.
 
 Logs are untrusted input: the walk is iterative (tool arguments nested 900 deep
 must not raise ``RecursionError``), and an :class:`Expansion` budget bounds the
-text references may add to one event (a 10 KB log whose references repeat one
-100 KB attachment would otherwise expand to gigabytes). A reference past the
+text references may add to one sample, all its events together (a 96 KB log of 40
+events, each repeating one 100 KB attachment 16,000 times, peaked at 2.86 GB with a
+budget per event). A reference past the
 budget stays a reference, and the budget says so.
 """
 
@@ -38,7 +39,7 @@ _HASH_LEN = 32
 
 
 class Expansion:
-    """How many characters references may still add (one budget per event).
+    """How many characters references may still add (one budget per sample).
 
     Every resolved reference counts its text's length, also when many references
     name the same attachment: sharing one string costs nothing here, but whatever

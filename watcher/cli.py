@@ -21,6 +21,7 @@ from watcher import __version__, sessions_cli
 from watcher.act import MAX_ACTIONS, MAX_PER_TASK
 from watcher.engine import COMPILED
 from watcher.exit_codes import ExitCode
+from watcher.limits import READ_TIMEOUT
 from watcher.rules_cli import rules as rules_group
 
 if TYPE_CHECKING:
@@ -193,6 +194,14 @@ class WatchCommand(click.Command):
 @click.option("--state", "state_path", type=click.Path(dir_okay=False),
               help="Persist reported findings: a restart or the next --once reports only "
               "what is new. Saved as findings are written; one watcher per state (locked).")
+@click.option("--evals-from", metavar="DIR", help="Live: only the evals whose logs are "
+              "written under DIR (a directory or URL), e.g. the evals you launched with "
+              "--log-dir DIR; with --act, the only evals it may act on.")
+@click.option("--read-timeout", type=click.FloatRange(min=0, min_open=True),
+              default=READ_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="How long one read of an eval's control socket waits for an answer "
+              "(raise it for an eval too busy to answer in time; running samples' events "
+              "are read from its sample buffer meanwhile).")
 @click.option("--transport", type=click.Choice(["auto", "http", "cli"]), default="auto",
               show_default=True, help="auto: HTTP over the control socket, with running "
               "samples' events read from the eval's sample buffer (no load on a busy eval), "
@@ -441,8 +450,12 @@ def record(task: str, sample_id: str, epoch: int, output: str, tier: Tier,
               "(sample counts, scores, errored samples, outliers).")
 @click.option("--max-logs", type=click.IntRange(min=0), default=50, show_default=True,
               metavar="N", help="Read at most N logs; the report says which were not read.")
+@click.option("--logs-from", "logs_from", multiple=True, metavar="SCHEME",
+              help="Also read logs the findings name at URLs of this scheme (s3, gs, …; "
+              "repeatable). Local log files are read, and the schemes of the findings "
+              "files given; a findings file must not make the report fetch other URLs.")
 def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool,
-           max_logs: int) -> None:
+           max_logs: int, logs_from: tuple[str, ...]) -> None:
     """Summarise findings JSONL files (several watchers or hosts merge into one), with the
     sample counts and scores of the logs they name."""
     from watcher.logsummary import with_logs
@@ -461,7 +474,10 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, read_logs: bool
     if skipped:  # the report shows the rest, and says so in its notices
         click.echo(f"inspect-watch report: skipped {len(skipped)} malformed record(s); "
                    f"first: {skipped[0]}", err=True)
-    summary = with_logs(summary, read=read_logs, max_logs=max_logs)
+    from watcher.logsummary import log_scheme
+
+    schemes = {*logs_from, *(x for f in files if (x := log_scheme(f)) is not None)}
+    summary = with_logs(summary, read=read_logs, max_logs=max_logs, schemes=schemes)
     rep = get_reporter(fmt, "report").open(output, OutputOptions())
     rep.start(ReportContext(sources=files, version=__version__))
     rep.stop(summary)

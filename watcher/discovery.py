@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
+import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,3 +165,39 @@ def list_servers(directory: Path | None = None,
         )
     found.sort(key=lambda s: s.started_at, reverse=True)
     return found
+
+
+def read_server(pid: int, directory: Path | None = None) -> ControlServer | None:
+    """The discovery entry of ``pid`` as it is now (trusted as :func:`list_servers` trusts
+    one), or ``None``: what an action checks just before it asks (its API version may
+    have changed since the watch found it, or the process gone)."""
+    return next((s for s in list_servers(directory, skipped=[]) if s.pid == pid), None)
+
+
+# macOS: getsockopt(SOL_LOCAL, LOCAL_PEERPID) gives the peer's pid
+_SOL_LOCAL, _LOCAL_PEERPID = 0, 0x002
+
+
+def serving_pid(socket_path: Path, timeout: float = 2.0) -> int | None:
+    """The pid of the process that serves ``socket_path`` (its peer credentials, which
+    the kernel vouches for), or ``None`` when they cannot be read here.
+
+    A discovery file names a pid and a socket, and says nothing else of them: before a
+    signal is sent to the pid, the socket must be served by that very process, not by
+    another that wrote or reused the file."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(str(socket_path))
+        peercred = getattr(socket, "SO_PEERCRED", None)
+        if peercred is not None:  # Linux: struct ucred {pid, uid, gid}
+            raw = sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
+            return int(struct.unpack("3i", raw)[0])
+        if sys.platform == "darwin":
+            raw = sock.getsockopt(_SOL_LOCAL, _LOCAL_PEERPID, struct.calcsize("i"))
+            return int(struct.unpack("i", raw)[0])
+        return None
+    except OSError:
+        return None
+    finally:
+        sock.close()

@@ -11,6 +11,7 @@ written, as ``> PATH`` would: a rename would replace ``/dev/null`` with a regula
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -70,3 +71,28 @@ def _create_temp(directory: str, name: str, mode: int) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name in {directory}")
+
+
+class NoReader(OSError):
+    """An output FIFO nobody reads yet (``ENXIO``)."""
+
+
+def open_append(path: str | os.PathLike[str], mode: int = 0o644) -> int:
+    """A descriptor to append to ``path`` (created if missing), opened without waiting.
+
+    Opening a FIFO to write waits for a reader: ``watch -o FIFO`` with nobody reading it
+    hung before the watch started. It is opened non-blocking instead (a FIFO without a
+    reader is :class:`NoReader`, said at once), then set back to blocking, so a slow
+    reader holds the writes back as a pipe would.
+    """
+    flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+             | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise NoReader(e.errno, "a FIFO that nobody reads yet: start its reader first, "
+                           "or write to a file") from e
+        raise
+    os.set_blocking(fd, True)
+    return fd

@@ -56,10 +56,11 @@ REQUEST_TIME = Limit("INSPECT_WATCH_REQUEST_TIMEOUT", 30, "s",
 # before it is inflated (real samples are a few MB; one with a 50 MB tool result fits)
 LOG_ENTRY_SIZE = Limit("INSPECT_WATCH_MAX_LOG_ENTRY_MB", 100, "MB",
                        "largest document inflated from a .eval log (one sample)")
-# the most text attachment references may add to one event (each reference counts,
-# also when many name the same attachment)
+# the most text attachment references may add to one sample's events, all its pages
+# together (each reference counts, also when many name the same attachment): real
+# samples add under 1 MB at the content tier (the corpus: 0.41 MB at most)
 EXPANSION_SIZE = Limit("INSPECT_WATCH_MAX_EXPANSION_MB", 64, "MB",
-                       "most text attachment references may add to one event")
+                       "most text attachment references may add to one sample")
 
 # the largest file of a shared sample buffer read (``inspect eval --log-shared``): a
 # manifest (a few hundred bytes per sample and segment) or one sync's segment zip; the
@@ -67,7 +68,17 @@ EXPANSION_SIZE = Limit("INSPECT_WATCH_MAX_EXPANSION_MB", 64, "MB",
 BUFFER_FILE_SIZE = Limit("INSPECT_WATCH_MAX_BUFFER_FILE_MB", 256, "MB",
                          "largest shared sample buffer file (a manifest or a segment)")
 
-ALL = (RESPONSE_SIZE, REQUEST_TIME, LOG_ENTRY_SIZE, EXPANSION_SIZE, BUFFER_FILE_SIZE)
+# seconds one read of a control socket waits for the server's next bytes before the
+# request counts as timed out (``watch --read-timeout``): a busy eval's event loop answers
+# late, and a request it did not answer in time is sent again
+READ_TIMEOUT = 5.0
+
+# the largest recording `replay` reads (`record` writes a few MB per sample)
+RECORDING_SIZE = Limit("INSPECT_WATCH_MAX_RECORDING_MB", 512, "MB",
+                       "largest recording `replay` reads")
+
+ALL = (RESPONSE_SIZE, REQUEST_TIME, LOG_ENTRY_SIZE, EXPANSION_SIZE, BUFFER_FILE_SIZE,
+       RECORDING_SIZE)
 
 
 def check() -> None:

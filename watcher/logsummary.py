@@ -11,6 +11,7 @@ plain words, so a report prints ``?`` and why instead of zeros.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from watcher.summary import RunSummary, SampleSummary, TaskSummary, sample_summary
@@ -18,9 +19,35 @@ from watcher.summary import RunSummary, SampleSummary, TaskSummary, sample_summa
 MAX_LOGS = 50  # logs ``report`` reads at most (--max-logs)
 
 
-def with_logs(summary: RunSummary, *, read: bool = True, max_logs: int = MAX_LOGS) -> RunSummary:
+def log_scheme(location: str) -> str | None:
+    """A location's URL scheme (``s3``), or ``None`` for a local path (``file://`` too)."""
+    if "://" not in location or location.startswith("file://"):
+        return None
+    return location.split("://", 1)[0].lower()
+
+
+def may_read(location: str, schemes: Collection[str]) -> str | None:
+    """Why ``report`` may not read the log a findings record names, or ``None``.
+
+    Findings files can come from anywhere, and each record names its log: a location
+    such as ``http://127.0.0.1/…`` would make ``report`` request an internal URL, and ``/``
+    walk the whole disk. Only a log file (``.eval``, ``.json``) is read, on the local disk
+    or over a scheme the user allowed (``--logs-from``, or the scheme of a findings file
+    they named)."""
+    scheme = log_scheme(location)
+    if not location.rstrip("/").endswith((".eval", ".json")):
+        return "its findings name no log file there (not a .eval or .json file)"
+    if scheme is not None and scheme not in schemes:
+        return (f"its log was not read: {scheme}:// is not a scheme this report was allowed "
+                f"to read (--logs-from {scheme})")
+    return None
+
+
+def with_logs(summary: RunSummary, *, read: bool = True, max_logs: int = MAX_LOGS,
+              schemes: Collection[str] = ()) -> RunSummary:
     """``summary`` (from findings files) with its tasks and samples read from the logs its
-    findings and notices name; each task not read says why in ``TaskSummary.unknown``."""
+    findings and notices name; each task not read says why in ``TaskSummary.unknown``.
+    Only local log files are read, and URLs of the ``schemes`` given (:func:`may_read`)."""
     from watcher.sources.base import SourceError
     from watcher.sources.logfiles import LogSource
 
@@ -37,6 +64,10 @@ def with_logs(summary: RunSummary, *, read: bool = True, max_logs: int = MAX_LOG
     for i, location in enumerate(locations):
         if not read:
             why_not[location] = "its log was not read (--no-logs)"
+            continue
+        refused = may_read(location, {x.lower() for x in schemes})
+        if refused is not None:
+            why_not[location] = refused
             continue
         if i >= max_logs:
             why_not[location] = (f"its log was not read: the findings name {len(locations)} "

@@ -16,13 +16,16 @@ What is sent, and how often:
 
 Agent-written text is marked and cut short: at most :data:`EXCERPTS` excerpts of
 :data:`EXCERPT_LEN` characters, each as ``agent text (untrusted): «…»``, cleaned of
-control and invisible characters, on one line, with ``@``, ``<`` and ``>`` replaced (so it
-cannot mention ``@channel`` or open markup in a chat service); the body is sent as plain
-text and ends by saying which parts the agent wrote.
+control and invisible characters, on one line, with ``@``, ``<``, ``>``, Markdown's
+punctuation, a scheme's ``://`` and a dot inside a word replaced by look-alikes (so it
+cannot mention ``@channel``, format, link or open markup in a chat service that renders
+the plain text anyway: Discord, Mattermost, Google Chat, Slack); task and sample names
+likewise. The body is sent as plain text and ends by saying which parts the agent wrote.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -76,13 +79,34 @@ def load_apprise(urls: Sequence[str]) -> Any:
     return ap
 
 
-def _inert(text: str) -> str:
-    """Agent-derived text that cannot mention people or open markup in a chat service."""
-    return text.replace("@", "\uff20").replace("<", "\u2039").replace(">", "\u203a")
+# Markdown (and Slack mrkdwn) punctuation, as look-alikes that no service renders: the
+# body goes as plain text, but Discord, Mattermost, Google Chat and Slack render it anyway
+_MARKUP = str.maketrans({
+    "@": "\uff20", "<": "\u2039", ">": "\u203a",  # mentions, HTML, quotes, <url|text>
+    "*": "\u2217", "_": "\uff3f", "~": "\uff5e", "`": "\u02cb",  # emphasis, code
+    "[": "\uff3b", "]": "\uff3d", "|": "\u2502", "#": "\uff03", "\\": "\u2216",  # links, headings
+})
+_PATH = str.maketrans({c: _MARKUP[ord(c)] for c in "@<>[]`|"})
+# what a chat service turns into a link without markup: a scheme, a www. or a domain
+_SCHEME = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*):(//)?")
+_DOT = re.compile(r"(?<=\w)\.(?=\w)")
 
 
-def _one(value: object, limit: int) -> str:
-    return _inert(clean_text(value, limit, one_line=True))
+def _inert(text: str, links: bool = True) -> str:
+    """Agent- or dataset-derived text that cannot mention people, format, link or open
+    markup in a chat service: its markup characters become look-alikes
+    (``[x](http://y)`` reads ``［x］(http:∕∕y)``), a scheme's ``://`` and a dot inside a
+    word (``evil.example``) too, so no service makes a link of it. ``links=False``
+    keeps the dots (a log path named in full)."""
+    if not links:  # the user's log path, to copy: no mention, tag, link text or code
+        return text.translate(_PATH)
+    text = _SCHEME.sub(lambda m: m.group(1) + ("\u2236\u2215\u2215" if m.group(2) else ":"),
+                       text.translate(_MARKUP))
+    return _DOT.sub("\u2024", text)
+
+
+def _one(value: object, limit: int, links: bool = True) -> str:
+    return _inert(clean_text(value, limit, one_line=True), links)
 
 
 def _limit(text: str, limit: int = BODY_MAX) -> str:
@@ -100,9 +124,13 @@ def finding_body(f: Finding, footer: str = FOOTER) -> str:
     """A short plain-text account of one finding, agent text marked and bounded."""
     s = f.sample
     lines = [
-        f"{f.confidence.upper()} confidence, {_one(f.severity, 20)}: rule {_one(f.rule, 80)} "
-        f"({_one(f.category, 40)}), finding id {_one(f.id, 20)}",
-        f"task {_one(s.task, 100)} · model {_one(s.model, 100)} · sample {_one(s.sample_id, 100)}"
+        # the rule's words and the eval's model are the user's own: only tags and code
+        # spans neutralised (their _ kept); the dataset's names and agent text all of it
+        f"{f.confidence.upper()} confidence, {_one(f.severity, 20, False)}: rule "
+        f"{_one(f.rule, 80, False)} ({_one(f.category, 40, False)}), finding id "
+        f"{_one(f.id, 20, False)}",
+        f"task {_one(s.task, 100)} · model {_one(s.model, 100, False)} · sample "
+        f"{_one(s.sample_id, 100)}"
         f" · epoch {s.epoch} · attempt {s.attempt}",
         f"seen {fmt_span(f)}",
         f"why {f.confidence}: {_one(f.confidence_reason, 300)}",
@@ -114,8 +142,8 @@ def finding_body(f: Finding, footer: str = FOOTER) -> str:
         lines.append(f"(+{len(f.evidence.excerpts) - EXCERPTS} more excerpts in the findings "
                      "output)")
     if s.log_location:
-        lines.append(f"log: {_one(s.log_location, 300)} (open with: "
-                     f"{_one(view_command(s.log_location), 320)})")
+        lines.append(f"log: {_one(s.log_location, 300, links=False)} (open with: "
+                     f"{_one(view_command(s.log_location), 320, links=False)})")
     if s.pid is not None:
         lines.append(f"eval process: pid {int(s.pid)}")
     body = _limit("\n".join(lines), BODY_MAX - len(footer) - 2)
@@ -134,7 +162,8 @@ def digest_body(held: Sequence[Finding], per_minute: int, total: int | None = No
              f"{total} finding(s) were not sent one by one."]
     for f in held[:DIGEST_LISTED]:
         s = f.sample
-        lines.append(f"- {f.confidence.upper()} {_one(f.rule, 80)} · task {_one(s.task, 60)} · "
+        lines.append(f"- {f.confidence.upper()} {_one(f.rule, 80, False)} · task "
+                     f"{_one(s.task, 60)} · "
                      f"sample {_one(s.sample_id, 60)} · epoch {s.epoch} · id {_one(f.id, 20)}")
     if total > DIGEST_LISTED:
         lines.append(f"- and {total - DIGEST_LISTED} more (see the findings output)")

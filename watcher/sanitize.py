@@ -163,6 +163,55 @@ def visible_text(s: object, max_len: int = 200) -> str:
     return shown + (f"… [{len(text)} chars]" if len(text) > max_len else "")
 
 
+def exact_text(s: object, max_len: int = 300) -> str:
+    """Every character of ``s`` as ASCII, escaped where it is not plain (``\\x1b``,
+    ``\\u200b``, ``\\u0430``): for a confirmation that must tell two ids apart when they
+    only look alike (an invisible character, a Cyrillic ``а`` for a Latin ``a``)."""
+    text = s if isinstance(s, str) else str(s)
+    out = text[:max_len].encode("ascii", "backslashreplace").decode("ascii")
+    out = "".join(c if " " <= c <= "~" else f"\\x{ord(c):02x}" for c in out)
+    return out + (f"… [{len(text)} chars]" if len(text) > max_len else "")
+
+
+def _shell_word(word: str) -> str:
+    """One shell word: ``shlex.quote`` when every character is printable, else ANSI-C
+    quoting (``$'…'``, bash and zsh) with each other character escaped, so the text
+    holds no control or invisible character and the shell still gets the exact word."""
+    import shlex
+
+    if word.isprintable():
+        return shlex.quote(word)
+    out = []
+    for c in word:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif c.isprintable() and c != "\x7f":
+            out.append(c)
+        elif ord(c) < 0x100:
+            out.append(f"\\x{ord(c):02x}")
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    return "$'" + "".join(out) + "'"
+
+
+def printable_command(command: str) -> str:
+    """A shell command (already shell-quoted) re-quoted so that it holds only printable
+    characters: what is copied to a clipboard or shown in a toast must not carry an
+    id's escape sequences (``ESC ] 52`` sets the clipboard, ``ESC ] 0`` the window
+    title) into a terminal or a pasted command line."""
+    import shlex
+
+    if command.isprintable():
+        return command
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return visible_text(command, 2000)
+    return " ".join(_shell_word(w) for w in words)
+
+
 def neutralise_quotes(s: str) -> str:
     """Replace our quote delimiters so agent text cannot close its own quote."""
     return s.replace(QUOTE_OPEN, "‹").replace(QUOTE_CLOSE, "›")

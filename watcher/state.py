@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from watcher.files import write_file
-from watcher.findings import Finding, confidence_rank
+from watcher.findings import CONFIDENCE_LEVELS, Finding, confidence_rank
 
 STATE_VERSION = 1
 
@@ -77,6 +77,8 @@ class WatchState:
     # finding id (or "run:<pid>") -> {"verb", "at", ...}: what the watchdog acted on
     acted: dict[str, dict[str, Any]] = field(default_factory=dict)
     path: Path | None = None
+    # top-level keys this version does not know (a newer watcher's): kept, written back
+    extra: dict[str, Any] = field(default_factory=dict)
     _lock_fd: int | None = field(default=None, repr=False, compare=False)
 
     def should_report(self, f: Finding) -> bool:
@@ -92,6 +94,7 @@ class WatchState:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            **self.extra,
             "version": STATE_VERSION,
             "reported": {k: [r.confidence, r.status, r.count] for k, r in self.reported.items()},
             "finished": sorted(self.finished),
@@ -108,15 +111,20 @@ class WatchState:
             return state
         try:
             data = json.loads(_read_regular(path))
-            if data.get("version") != STATE_VERSION:
-                raise ValueError(f"unsupported state version {data.get('version')!r}")
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            version = data.get("version")
+            if type(version) is not int or version != STATE_VERSION:  # (True == 1)
+                raise ValueError(f"unsupported state version {version!r}")
             for k, v in data.get("reported", {}).items():
-                state.reported[k] = Reported(str(v[0]), str(v[1]), int(v[2]))
+                state.reported[str(k)] = _reported(v)
             state.finished = set(data.get("finished", []))
             state.task_as_of = {k: float(v) for k, v in data.get("task_as_of", {}).items()}
             state.open_evals = {str(k): dict(v) for k, v in data.get("open_evals", {}).items()}
             state.acted = {str(k): dict(v) for k, v in data.get("acted", {}).items()}
-        except (OSError, ValueError, TypeError, IndexError, AttributeError) as e:
+            state.extra = {k: v for k, v in data.items() if k not in _KNOWN}
+        except (OSError, ValueError, TypeError, IndexError, AttributeError,
+                OverflowError, RecursionError) as e:
             raise StateError(f"{path}: cannot read state file: {e}") from e
         return state
 
@@ -155,6 +163,23 @@ class WatchState:
     def save(self) -> None:
         if self.path is not None:
             atomic_write(self.path, orjson.dumps(self.to_dict()).decode())
+
+
+_KNOWN = frozenset({"version", "reported", "finished", "task_as_of", "open_evals", "acted"})
+_STATUSES = ("open", "escalated", "ended")
+
+
+def _reported(v: Any) -> Reported:
+    """One ``reported`` entry, ``[confidence, status, count]``, checked: a count of
+    ``1e400`` (a float infinity to JSON) was a traceback, not a located error."""
+    if not isinstance(v, list) or len(v) != 3:
+        raise ValueError(f"a reported entry must be [confidence, status, count], not {v!r:.60}")
+    confidence, status, count = v
+    if confidence not in CONFIDENCE_LEVELS or status not in _STATUSES:
+        raise ValueError(f"a reported entry has an unknown level or status: {v!r:.60}")
+    if type(count) is not int or count < 0:
+        raise ValueError(f"a reported count must be a whole number, not {count!r:.40}")
+    return Reported(confidence, status, count)
 
 
 class StateError(Exception):

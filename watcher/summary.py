@@ -36,6 +36,9 @@ class ReportContext:
     rules: tuple[str, ...] = ()
     version: str = ""
     acting: str = ""  # "" (it only observes), "act" or "dry-run" (``watch --act``)
+    # which evals it reads (and, with ``acting``, acts on): "" every one the user runs on
+    # this host; else words naming the scope ("task X", "evals logging under DIR")
+    scope: str = ""
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ def _per_event_modules() -> collections.Counter[str]:
     return collections.Counter({str(Path(f).relative_to(REPO)): c for f, c in seen.items()})
 
 
+@pytest.mark.slow  # traces a scan
 def test_what_runs_per_event_is_compiled() -> None:
     pytest.importorskip("watcher.sources.logfiles")
     from watcher.engine import COMPILED as RUNNING_COMPILED

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.corpus import CORPUS
 from tests.engine.util import REF, REPO, episodes, load_text, run, tool
 from watcher.engine import Engine, materialise
@@ -81,6 +83,7 @@ def test_failures_are_recorded_once_per_rule_and_reason(tmp_path: Path) -> None:
     assert notice.details["rule"] == "bad-key"
 
 
+@pytest.mark.slow  # a watch in a process
 def test_a_watch_reports_rule_error_once(tmp_path: Path) -> None:
     """End to end on real logs: the notice is written once, with file and line; the
     rule raises nothing (every tool call's key fails: abs() of a function name)."""

@@ -35,6 +35,7 @@ same :class:`~watcher.engine.errors.RuleError` kinds, collected and raised toget
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import stat
 from collections.abc import Iterable, Mapping
@@ -188,6 +189,7 @@ class Layer:
     categories: dict[str, ActSpec] = field(default_factory=dict)
     # where each entry was written (for errors found after parsing)
     locs: dict[tuple[str, str], tuple[Doc, Path_]] = field(default_factory=dict)
+    doc: Doc | None = None  # the document it was read from (a policy file's)
 
 
 @dataclass
@@ -352,10 +354,42 @@ def _when(value: Any, ctx: _Ctx, path: Path_) -> tuple[str, tuple[FactTest, ...]
             if op in ("gt", "gte", "lt", "lte") and not ctx.wants(
                     want, (int, float), p + (op,), op, "a number"):
                 continue
+            if op in ("gt", "gte", "lt", "lte") and not math.isfinite(want):
+                ctx.error(BadValueError, p + (op,), f"{op} must be a finite number, not "
+                          f"{str(want)[:40]}", "a comparison with NaN or an infinity "
+                          "never holds (or always does): the action would be off unsaid")
+                continue
             if op == "in" and not ctx.wants(want, list, p + (op,), op, "a list"):
                 continue
             tests.append(FactTest(name, op, want, line, col))
     return confidence, tuple(tests)
+
+
+# the largest grace, interrupt minimum and the like a policy may set: a value past them
+# (a 400-digit integer, .inf) would never be reached and switch the action off unsaid
+MAX_COUNT = 1_000_000
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def _bounded(value: Any, ctx: _Ctx, path: Path_, what: str, *, integer: bool,
+             low: float, high: float, low_open: bool = False) -> bool:
+    """Whether ``value`` is a finite number (an integer if ``integer``) in its range; a
+    located error otherwise. NaN, infinities and numbers no eval reaches switch an
+    action off without a word, so they are refused."""
+    if not ctx.wants(value, int if integer else (int, float), path, what,
+                     "an integer" if integer else "a number"):
+        return False
+    # (an int is compared as an int: math.isfinite of a 400-digit one overflows)
+    ok = (isinstance(value, int) or math.isfinite(value)) and (
+        value > low if low_open else value >= low) and value <= high
+    if not ok:
+        lowest = f"above {low:g}" if low_open else f"{low:g} or more"
+        shown = str(value) if not isinstance(value, int) or value.bit_length() < 128 else (
+            f"a {len(str(value))}-digit integer")
+        top = f"{high:,.0f}" if float(high).is_integer() else f"{high:g}"
+        ctx.error(BadValueError, path, f"{what} must be {lowest} and at most {top}, not "
+                  f"{shown[:40]}", "a value no run reaches would turn the action off")
+    return ok
 
 
 def _grace(value: Any, ctx: _Ctx, path: Path_) -> tuple[int | None, float | None]:
@@ -365,16 +399,12 @@ def _grace(value: Any, ctx: _Ctx, path: Path_) -> tuple[int | None, float | None
             value, path, GRACE_KEYS, "grace"):
         return None, None
     events = seconds = None
-    if "events" in value and ctx.wants(value["events"], int, path + ("events",), "events",
-                                        "an integer"):
+    if "events" in value and _bounded(value["events"], ctx, path + ("events",), "events",
+                                      integer=True, low=1, high=MAX_COUNT):
         events = int(value["events"])
-        if events < 1:
-            ctx.error(BadValueError, path + ("events",), "events must be 1 or more")
-    if "seconds" in value and ctx.wants(value["seconds"], (int, float), path + ("seconds",),
-                                         "seconds", "a number"):
+    if "seconds" in value and _bounded(value["seconds"], ctx, path + ("seconds",), "seconds",
+                                       integer=False, low=0, high=MAX_SECONDS, low_open=True):
         seconds = float(value["seconds"])
-        if seconds <= 0:
-            ctx.error(BadValueError, path + ("seconds",), "seconds must be positive")
     if events is None and seconds is None and not ctx.failed:
         ctx.error(MissingFieldError, path, "grace needs events or seconds (or leave it out: "
                   "act at once)")
@@ -390,17 +420,14 @@ def _interrupt(value: Any, ctx: _Ctx, path: Path_) -> InterruptSpec | None:
                   "share: the part of the run's samples with a high finding, e.g. 0.5")
         return None
     share = value["share"]
-    if not ctx.wants(share, (int, float), path + ("share",), "share", "a number"):
+    if not _bounded(share, ctx, path + ("share",), "share", integer=False, low=0, high=1,
+                    low_open=True):
         return None
-    if not 0 < share <= 1:
-        ctx.error(BadValueError, path + ("share",), "share must be above 0 and at most 1")
     min_samples = 5
-    if "min_samples" in value and ctx.wants(value["min_samples"], int,
-                                             path + ("min_samples",), "min_samples",
-                                             "an integer"):
+    if "min_samples" in value and _bounded(value["min_samples"], ctx, path + ("min_samples",),
+                                           "min_samples", integer=True, low=1,
+                                           high=MAX_COUNT):
         min_samples = int(value["min_samples"])
-        if min_samples < 1:
-            ctx.error(BadValueError, path + ("min_samples",), "min_samples must be 1 or more")
     categories = None
     if "categories" in value:
         cats = value["categories"]
@@ -429,6 +456,7 @@ def parse_policy(text: str, file: str, name: str = "file") -> tuple[Layer, Inter
                                      hint="remove the second '---'"))
     for doc in docs[:1]:
         ctx = _Ctx(doc, errors)
+        layer.doc = doc
         data = doc.data
         if not ctx.wants(data, dict, (), "an action policy", "a mapping"):
             break
@@ -599,8 +627,52 @@ def check_references(policy: Policy, rules: Mapping[str, RuleInfo]) -> None:
             if facts is None:
                 continue
             errors += _unknown_facts(name, spec, facts, doc)
+    errors += _interrupt_categories(policy, set(categories))
+    if not errors and rules and policy.interrupt is None and not any(
+            (found := policy.find(name, info.category)) is not None and not found.off
+            for name, info in rules.items()):
+        errors.append(_acts_on_nothing(policy))
     if errors:
         raise PolicyErrors(errors)
+
+
+def _interrupt_categories(policy: Policy, known: set[str]) -> list[RuleError]:
+    """W121 for a ``run.interrupt.categories`` entry no loaded rule has: the interrupt
+    would count no sample of it, and never come."""
+    spec = policy.interrupt
+    if spec is None or spec.categories is None:
+        return []
+    file, _, line = spec.source.rpartition(":")
+    out: list[RuleError] = []
+    for name in sorted(spec.categories - known):
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        out.append(UnknownSelectionError(
+            f"run.interrupt.categories: no loaded category {name!r}", file=file,
+            line=int(line) if line.isdigit() else 1, col=1,
+            hint=f"did you mean {close[0]!r}?" if close else
+            "loaded categories: " + ", ".join(sorted(known))))
+    return out
+
+
+def _acts_on_nothing(policy: Policy) -> RuleError:
+    """The error for a policy under which ``--act`` could do nothing at all (every loaded
+    rule off or without a block, no interrupt): the watch's banner would say it acts."""
+    file_layer = next((x for x in policy.layers if x.name == "file"), None)
+    doc = file_layer.doc if file_layer is not None else None
+    if doc is not None:
+        data = doc.data if isinstance(doc.data, dict) else {}
+        line, col = doc.loc(("defaults",), at_key=True) if "defaults" in data else (1, 1)
+        return BadValueError(
+            "this action policy acts on nothing: no loaded rule has an action under it "
+            "and there is no run interrupt, so --act would only watch",
+            file=doc.file, line=line, col=col, source_line=doc.source_line(line),
+            hint="keep the built-in defaults (defaults: true) or add an action under "
+            "rules:, categories: or run:")
+    return BadValueError(
+        "no loaded rule has an action (the built-in defaults act on submit loops and "
+        "repeated tool calls) and there is no run interrupt, so --act would only watch",
+        file="--act", line=1, col=1,
+        hint="load those rules, or give an --act-policy that acts on what you load")
 
 
 def _unknown_facts(name: str, spec: ActSpec, facts: Iterable[str],

@@ -39,12 +39,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from watcher.act import MAX_ACTIONS, MAX_PER_TASK
 from watcher.act.policy import ActSpec, InterruptSpec, Policy
-from watcher.discovery import ControlServer, pid_alive
+from watcher.discovery import ControlServer, pid_alive, read_server, serving_pid
 from watcher.findings import Action, Finding, Notice, SampleRef, confidence_rank
 from watcher.handoff import (
     MARKERS,
@@ -136,6 +136,11 @@ class Watchdog:
         self._cannot: dict[tuple[int, str], str] = {}  # (pid, verb) -> why not (said once)
         self._high: dict[int, set[tuple[str, str, int]]] = {}  # pid -> samples with high
         self._intents: list[tuple[str, dict[str, Any], threading.Event, list[str]]] = []
+        # sample attempts whose cancel this watchdog sent -> when (just before the
+        # request): what begins on them from then on is the cancel's doing (absorbs)
+        self._cancelled: dict[tuple[str, str, int, int], float] = {}
+        self._interrupted: dict[int, float] = {}  # pid -> when the run was interrupted
+        self._absorbed: set[str] = set()  # finding ids said to be an action's consequence
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -185,6 +190,40 @@ class Watchdog:
             self._check_ready(pending)
         self._start()
         return out
+
+    def absorbs(self, f: Finding, origin: Origin | None = None) -> list[Notice] | None:
+        """A finding on a sample this watchdog cancelled whose first evidence came after
+        the request (the ``operator`` limit the cancel set, as ``sample-limit`` and
+        ``limit-row``, whose limit is ``operator``; the model call it interrupted, as
+        failing API calls) is the
+        action's consequence, not a new problem: it is recorded once as an
+        ``action_consequence`` notice beside the action's records, and not reported
+        (nor alerted, nor counted for ``--fail-on``). ``None``: not this watchdog's."""
+        s = f.sample
+        with self._lock:
+            verb, what = "cancel_sample", "the sample's cancel"
+            at = self._cancelled.get((s.eval_id, s.sample_id, s.epoch, s.attempt))
+            run_at = self._interrupted.get(s.pid) if s.pid is not None else None
+            if run_at is not None and (at is None or run_at < at):
+                verb, what, at = "interrupt_run", f"the run's interrupt (pid {s.pid})", run_at
+            facts = f.evidence.facts
+            # a row-driven finding's time is the sample's last event before the row came,
+            # so the limit the cancel set is told by its kind, `operator` (Inspect's word
+            # for a person's or a tool's cancel)
+            operator = "operator" in (facts.get("limit"), facts.get("limit_type"))
+            if at is None or (f.first_seen < at and not operator):
+                return None
+            if f.id in self._absorbed:
+                return []
+            self._absorbed.add(f.id)
+        return [Notice(kind="action_consequence", sample=s, at=self.clock(),
+                       message=f"not reported as a finding: "
+                               f"{clean_text(f.rule, 100, one_line=True)} ({f.confidence}) "
+                               f"began at {fmt_clock(f.first_seen)}, after the watchdog "
+                               f"requested {what} at {fmt_clock(at)}: a consequence of "
+                               "that action",
+                       details={"finding_id": f.id, "rule": f.rule,
+                                "confidence": f.confidence, "action_at": at, "verb": verb})]
 
     def update(self, f: Finding, origin: Origin | None = None) -> None:
         """A snapshot that is not news: its spend grew, or an earlier watch with this
@@ -555,7 +594,11 @@ class Watchdog:
         return None
 
     def _supported(self, p: _Pending, verb: str) -> bool:
-        """Whether the server can be asked (said once per server and verb if not)."""
+        """Whether the server can be asked (said once per server and verb if not). Its API
+        version is read again from its discovery file first, as it is now."""
+        fresh = read_server(p.server.pid)
+        if fresh is not None and fresh.socket_path == p.server.socket_path:
+            p.server = replace(p.server, api_version=fresh.api_version)
         server = p.server
         why = self._cannot.get((server.pid, verb))
         if why is None and server.api_version < STRICT_SINCE:
@@ -660,10 +703,16 @@ class Watchdog:
             self._not_remembered(p, remembered, dry=dry, args=p.args, **details)
             return
         self._acted.add(p.key)
+        s = p.finding.sample
+        target = (s.eval_id, s.sample_id, s.epoch, s.attempt)
+        if verb == "cancel_sample":  # from now on, what begins on it is the cancel's doing
+            with self._lock:
+                self._cancelled[target] = self.clock()
         real = self._ask(p, dry_run=False)
-        if real is None:
-            return
-        if not self._answered(p, real, dry_run=False, details=details, dry=dry):
+        if real is None or not self._answered(p, real, dry_run=False, details=details,
+                                              dry=dry):
+            with self._lock:
+                self._cancelled.pop(target, None)
             return
         words = _verb_words(verb, p.args)
         if verb == "cancel_sample":
@@ -856,6 +905,13 @@ class Watchdog:
                        reason="process_gone", scope="run", verb="interrupt_run",
                        args=p.args, **details)
             return
+        unverified = _not_serving(p.server)
+        if unverified is not None:
+            self._drop(p)
+            self._emit(p.finding, None, "skipped", f"no signal was sent: {unverified}",
+                       reason="not_verified", scope="run", verb="interrupt_run",
+                       args=p.args, **details)
+            return
         self._count(p)
         if self.dry_run:
             self._drop(p)
@@ -872,9 +928,13 @@ class Watchdog:
             return
         self._acted.add(p.key)
         self._drop(p)
+        with self._lock:  # what begins in the run from now on is the interrupt's doing
+            self._interrupted[pid] = self.clock()
         try:
             os.kill(pid, INTERRUPT_SIGNAL)
         except OSError as e:
+            with self._lock:
+                self._interrupted.pop(pid, None)
             self._emit(p.finding, None, "failed", f"SIGINT to pid {pid} failed: "
                        f"{e.strerror or e}", reason="signal_failed", scope="run",
                        verb="interrupt_run", args=p.args, **details)
@@ -924,6 +984,27 @@ def _targets(s: SampleRef, scope: str) -> list[str]:
     if scope == "run" and s.pid is not None:
         keys.append(f"run:{s.pid}")
     return keys
+
+
+def _not_serving(server: ControlServer) -> str | None:
+    """Why ``server.pid`` is not known to be the eval process serving its control socket
+    (``None``: it is). A discovery file names a pid; only the socket's peer credentials
+    say which process serves it. Signalling any other pid it named would stop whatever
+    process that is."""
+    fresh = read_server(server.pid)
+    if fresh is None:
+        return f"pid {server.pid} no longer has a control discovery file"
+    if fresh.socket_path != server.socket_path:
+        return (f"pid {server.pid}'s discovery file names another control socket than the "
+                "one this watch read")
+    serving = serving_pid(server.socket_path)
+    if serving is None:
+        return (f"the process serving {server.socket_path} could not be identified (its "
+                "peer credentials cannot be read here)")
+    if serving != server.pid:
+        return (f"its control socket is served by pid {serving}, not by pid {server.pid}, "
+                "which its discovery file names")
+    return None
 
 
 def _said(text: str) -> str:

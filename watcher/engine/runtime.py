@@ -288,6 +288,9 @@ class SampleWatch:
         self.clocked = [s for s in self.state_list if s is not None and s.rule.drive == CLOCK]
         self.last_ts = 0.0
         self.finalized = False
+        # shown open episodes that grew since their last snapshot, with their state
+        # (RuleState.emit fills it; grown_snapshots empties it)
+        self.grown: dict[Any, RuleState] = {}
         # hashes of the user messages that prompted model turns so far (bounded): one seen
         # again verbatim is the harness repeating itself (a continue message), not a person
         self.prompts: dict[int, None] = {}
@@ -467,6 +470,16 @@ class SampleWatch:
                 except ExprFailed as exc:  # the row does not count for this rule
                     self.engine.failed(s.rule, exc, self.ref)
         return out
+
+    def grown_snapshots(self) -> list[Finding]:
+        """A fresh snapshot of each shown episode that grew (more events, a longer span)
+        since its last one, without news (no new level, not ended): the engine emits
+        snapshots only when something is news, and a live watch refreshes the rest so
+        that a report of a loop says how long it has gone on, not how it began."""
+        if not self.grown:
+            return []
+        grown, self.grown = self.grown, {}
+        return [s.current(ep) for ep, s in grown.items()]
 
     def finalize(self, now: float | None = None) -> list[Finding]:
         """End every open episode (status ``ended``); the sample is done."""

@@ -177,6 +177,11 @@ class Reporter:
     def finding(self, f: Finding) -> None:
         """A new or updated snapshot of a finding."""
 
+    def update(self, f: Finding) -> None:
+        """A later snapshot of a reported finding that is not news: a live loop's count
+        and spend as they grow (every few seconds). Ignored unless overridden: a
+        reporter that keeps findings as they stand (a file of snapshots) takes it."""
+
     def notice(self, n: Notice) -> None:
         """A message from the watcher itself (gap, process gone, error)."""
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from watcher.files import open_append
 from watcher.findings import (
     ACTION,
     CONFIDENCE_LEVELS,
@@ -116,17 +117,22 @@ class JsonlReporter(Reporter):
                 return
             if self._fd is None:
                 assert self.path is not None
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                self._fd = open_append(self.path)
             data = line.encode("ascii")
             while data:  # regular files take it in one go; loop only for safety
                 data = data[os.write(self._fd, data):]
 
     def start(self, context: ReportContext) -> None:
         if self.path is not None and self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = open_append(self.path)
 
     def finding(self, f: Finding) -> None:
         self._write_line(finding_record(f, full_evidence=self.full_evidence))
+
+    def update(self, f: Finding) -> None:
+        """A live finding as it stands (its count and spend grew): one more snapshot
+        line with its id, which folding keeps as the latest (docs/findings.md)."""
+        self.finding(f)
 
     def notice(self, n: Notice) -> None:
         self._write_line(n.to_dict())

@@ -61,6 +61,11 @@ class RemoteReporter(Reporter):
         self._dirty = True
         self._maybe_upload()
 
+    def update(self, f: Finding) -> None:
+        self._local.update(f)
+        self._dirty = True
+        self._maybe_upload()
+
     def notice(self, n: Notice) -> None:
         self._local.notice(n)
         self._dirty = True

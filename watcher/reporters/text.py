@@ -19,6 +19,7 @@ import sys
 import threading
 from typing import TextIO
 
+from watcher.files import open_append
 from watcher.findings import CONFIDENCE_LEVELS, Action, Finding, Notice, confidence_rank
 from watcher.handoff import finding_handoff
 from watcher.reporters.base import OutputOptions, Reporter
@@ -144,7 +145,8 @@ class TextReporter(Reporter):
     @classmethod
     def open(cls, output: str | None, options: OutputOptions) -> TextReporter:
         """To standard output, or appended to the file ``output`` (closed at ``stop``)."""
-        stream = open(output, "a", encoding="utf-8") if output else None  # noqa: SIM115
+        # (a FIFO nobody reads is said at once, not waited for: watcher.files.open_append)
+        stream = os.fdopen(open_append(output), "a", encoding="utf-8") if output else None
         rep = cls(stream, quiet=options.quiet, color=options.color,
                   min_confidence=options.min_confidence, verbose=options.verbose)
         rep._owned = stream is not None
@@ -336,6 +338,10 @@ class TextReporter(Reporter):
                        "reported",
                 "dry-run": "--act --dry-run: says what it would do; changes nothing"}.get(
                     context.acting, "observes only; changes nothing")
+        if context.acting and context.sources == ("live",):
+            mode += (f"; only {one(context.scope, 300)}" if context.scope else
+                     "; on every eval of yours on this host, whoever started it (narrow it "
+                     "with a TASK or --evals-from DIR)")
         self._emit_above_status(f"inspect-watch{version}: watching {what} ({mode}{more})\n")
 
     def finding(self, f: Finding) -> None:

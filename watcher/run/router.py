@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from watcher.findings import Finding, Notice, confidence_rank
+from watcher.findings import SPEND_FACTS, Finding, Notice, confidence_rank
 from watcher.handoff import Actions, finding_actions, finding_handoff
 from watcher.run.runner import Origin, Output
 from watcher.state import Reported, SampleDone, WatchState
@@ -50,6 +50,10 @@ class Sink(Protocol):
     def status(self, snapshot: StatusSnapshot) -> None: ...
     def stop(self, summary: RunSummary | None = None) -> None: ...
 
+    # optional (looked up): ``update(finding)`` gets later snapshots of a reported finding
+    # that are not news (a loop's count and spend as they grow, every few seconds), for
+    # a sink that shows findings as they stand; the text stream has no use for them
+
 
 class AlertSink(Sink, Protocol):
     """A sink that talks to the outside world on its own thread (``--on-finding``,
@@ -69,10 +73,12 @@ class Decider(Protocol):
     It runs on the routing thread: what takes time belongs on its own thread, whose
     records ``pop_notices`` hands over on the next turn of the loop. It must not raise.
 
-    Two more hooks are optional (looked up, so a decider without them still works):
+    More hooks are optional (looked up, so a decider without them still works):
     ``update(finding, origin)`` sees every snapshot at or above the confidence floor
     that is not news (an open finding's spend grows every poll; a finding an earlier
-    watch with this state reported), and ``drain(timeout)`` is called once when the
+    watch with this state reported); ``absorbs(finding, origin)`` sees every snapshot
+    first and claims one its own action caused (a list of notices saying so, routed in
+    its place; ``None``: not its doing); and ``drain(timeout)`` is called once when the
     watch ends, before the last ``pop_notices``, to say what it could not finish.
     """
 
@@ -82,6 +88,11 @@ class Decider(Protocol):
 
 # (finding, live, log hint, remote) -> the hand-off
 Handoff = Callable[[Finding, bool, bool, bool], str]
+
+
+def _spend(f: Finding) -> tuple[Any, ...]:
+    facts = f.evidence.facts
+    return tuple(facts.get(k) for k in SPEND_FACTS)
 
 
 def _observer_handoff(f: Finding, live: bool, log_hint: bool, remote: bool = False) -> str:
@@ -94,6 +105,7 @@ def _observer_actions(f: Finding, live: bool, log_hint: bool,
 
 
 _UNMARKED = object()  # a pending item the state did not mark reported
+_UPDATE = object()  # a later snapshot of a reported finding that is not news (Sink.update)
 
 
 class Router:
@@ -118,6 +130,8 @@ class Router:
         self.deciders = list(deciders)
         self._updates = [u for u in (getattr(d, "update", None) for d in self.deciders)
                          if callable(u)]
+        self._absorbers = [a for a in (getattr(d, "absorbs", None) for d in self.deciders)
+                           if callable(a)]
         self.handoff = handoff
         self.actions = actions
         self.min_confidence = min_confidence
@@ -137,6 +151,8 @@ class Router:
         # was marked reported (None: nothing), or _UNMARKED; written after the next save
         self._pending: list[tuple[Finding | Notice, Reported | None | object]] = []
         self._dirty = False  # the state changed since it was last saved
+        # finding id -> the spend facts of its snapshot last sent in this watch
+        self._sent: dict[str, tuple[Any, ...]] = {}
         self._next_save = 0.0  # time.monotonic() before which no save starts
 
     @property
@@ -169,6 +185,14 @@ class Router:
             self.notices.append(item)
             self._pending.append((item, _UNMARKED))
             return
+        # what a decider's own action caused (its cancel's limit row, the model calls it
+        # interrupted) is not a new problem: its audit trail says so instead
+        for absorbs in self._absorbers:
+            said = absorbs(item, origin)
+            if said is not None:
+                for n in said:
+                    self.route(n)
+                return
         # the hand-off names what a person can do (cancel commands, kill -INT PID) for
         # every reporter, JSONL included, so an agent reading findings gets them too; and
         # as data (``actions``: who can do what, on what, the command and its dry run)
@@ -186,6 +210,10 @@ class Router:
         if not self.state.should_report(item):
             for update in self._updates:
                 update(item, origin)
+            if self._grew(item):
+                # reported before, not news, but it went on: the sinks that keep a
+                # finding as it stands (``update``: the JSONL, the fleet view) get it
+                self._pending.append((item, _UPDATE))
             return
         if self.fail_on and confidence_rank(item.confidence) >= confidence_rank(self.fail_on):
             self.failed = True
@@ -197,9 +225,26 @@ class Router:
             # saved before it is written (see flush), unmarked if a reporter refuses it
             self._pending.append((item, self.state.reported.get(item.id)))
             self.state.mark_reported(item)
+            self._sent[item.id] = _spend(item)
             self._dirty = True
         for n in audit:
             self.route(n)
+
+    def _grew(self, f: Finding) -> bool:
+        """Whether a reported finding's snapshot that is not news says more than what was
+        reported: a higher count (a loop that went round again; also a finding an
+        earlier watch with this state reported), or, for one reported in this watch,
+        more spent. A count is never reported lower (a sample re-read from its start)."""
+        prior = self.state.reported.get(f.id)
+        if prior is None or f.status == "ended":
+            return False
+        if f.count > prior.count:
+            prior.count = f.count
+            self._dirty = True
+        elif f.id not in self._sent or self._sent[f.id] == _spend(f):
+            return False
+        self._sent[f.id] = _spend(f)
+        return True
 
     def pop_notices(self) -> None:
         """Route what the alerts and deciders have to say: drops, failures, what they did.
@@ -242,6 +287,10 @@ class Router:
             if isinstance(item, Notice):
                 self.send("notice", item)
                 continue
+            if prior is _UPDATE:
+                if self.state_error is None:
+                    self.send("update", item)
+                continue
             # a finding the state could not remember is not written: the next run has it
             if self.state_error is not None or not self.send("finding", item):
                 if prior is not _UNMARKED:
@@ -277,8 +326,11 @@ class Router:
         """
         ok = not self.output_failed  # once one is dropped, nothing more reaches them all
         for sink in list(self.sinks):
+            call = getattr(sink, method, None)
+            if call is None:  # ``update`` is optional
+                continue
             try:
-                getattr(sink, method)(what)
+                call(what)
             except OSError as e:
                 self.sinks.remove(sink)
                 if isinstance(e, BrokenPipeError):

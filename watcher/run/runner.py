@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import queue
 import threading
 import time
@@ -37,6 +38,7 @@ from watcher.sources.base import (
     SampleListing,
     SampleRow,
     Source,
+    SourceBusy,
     SourceError,
     TaskInfo,
 )
@@ -54,23 +56,46 @@ PROCESS_EXIT_GRACE = 60.0
 
 @dataclass
 class Selector:
-    """Which tasks and samples to watch (``watch [TASK [SAMPLE_ID [EPOCH]]]``)."""
+    """Which tasks and samples to watch (``watch [TASK [SAMPLE_ID [EPOCH]]]``), and, with
+    ``log_root`` (``--evals-from DIR``), only evals whose log is written under it."""
 
     task: str | None = None
     sample_id: str | None = None
     epoch: int | None = None
+    log_root: str | None = None
 
     def task_matches(self, t: TaskInfo) -> bool:
-        """Task id (or eval id) prefix, or exact task name, as ``inspect ctl`` matches."""
+        """Task id (or eval id) prefix, or exact task name, as ``inspect ctl`` matches;
+        and its log under ``log_root``, if one is given."""
+        if self.log_root is not None and not under(t.log_location, self.log_root):
+            return False
         if not self.task:
             return True
         return (t.task == self.task or t.task_id.startswith(self.task)
                 or t.eval_id.startswith(self.task))
 
+    @property
+    def scoped(self) -> bool:
+        """Narrowed to some evals (a task, or a log directory), not every one found."""
+        return bool(self.task) or self.log_root is not None
+
     def sample_matches(self, sample_id: str, epoch: int) -> bool:
         if self.sample_id is not None and sample_id != self.sample_id:
             return False
         return self.epoch is None or epoch == self.epoch
+
+
+def under(location: str | None, root: str) -> bool:
+    """Whether the log ``location`` is in the directory ``root`` (below it, any depth):
+    local paths compared resolved (symlinks, ``..``), URLs by their text."""
+    if not location:
+        return False
+    local = location.removeprefix("file://")
+    base = root.removeprefix("file://")
+    if "://" in local or "://" in base:
+        return "://" in local and "://" in base and local.startswith(base.rstrip("/") + "/")
+    real, top = os.path.realpath(local), os.path.realpath(os.path.expanduser(base))
+    return real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 @dataclass
@@ -107,6 +132,10 @@ FLUSH_EVERY = 0.1
 # seconds a finished task whose samples were all read waits for a listing that shows
 # their rows final (with the sample buffer the eval is listed every few seconds)
 FINAL_ROWS_WAIT = 10.0
+
+# seconds between refreshes of a live task's open findings (their count and spend grow
+# between the snapshots the engine emits as news: see TaskWatcher.refresh_open)
+REFRESH_EVERY = 5.0
 
 # with a source that reports which samples moved (the sample buffer), list samples
 # (ask the eval) at least this often, for status changes and attempts
@@ -206,6 +235,7 @@ class TaskWatcher:
         self.retry_at: dict[tuple[str, int], float] = {}
         self.unreadable: set[tuple[str, int]] = set()  # given up on: reported, counted
         self.task_failures = 0  # cycles in a row whose listing failed
+        self.last_error: str | None = None  # why its last listing failed
         self.failed = False  # the task's log could not be read: given up
         self._final_wait: float | None = None  # since when rows_final has waited
         # each sample's last events, shortened (opts.recent_events; read by front ends
@@ -218,6 +248,7 @@ class TaskWatcher:
         self.meters: dict[tuple[str, int], SpendMeter] = {}
         # finished rows that do not say when their sample ended: judged at its end
         self.deferred_rows: dict[tuple[str, int], SampleRow] = {}
+        self.refreshed_at = 0.0  # open findings last refreshed (refresh_open)
 
     def recent_events(self, sample_id: str, epoch: int) -> list[dict[str, Any]]:
         """The sample's last events, oldest first (see :data:`RECENT_FIELDS`)."""
@@ -346,6 +377,7 @@ class TaskWatcher:
                 self.ticked_at[key] = now
                 self._tick(key, stream, now)
         self.judge_whole_task()
+        self.refresh_open(now)
 
     def judge_whole_task(self) -> None:
         """Once every sample of a finished task is known, judge what needs them all
@@ -371,10 +403,26 @@ class TaskWatcher:
                     self._findings(found + late.finalize(time.time()))
         finally:
             self.context.outliers_only = False
-        if self.source.live:  # open findings again, with what their samples spent since
-            for meter in list(self.meters.values()):
-                for f in meter.refreshed():
-                    self.emit(f)
+
+    def refresh_open(self, now: float, force: bool = False) -> None:
+        """Open findings of a live task again, as they stand: how many times a loop went
+        round by now (the engine's snapshots are only its news) and what its sample spent
+        since. Every REFRESH_EVERY seconds, at the end of a ``--once`` pass, and when the
+        watch stops (``force``); a log read to its end ends its findings instead."""
+        if not self.source.live or not (force or self.opts.once
+                                        or now - self.refreshed_at >= REFRESH_EVERY):
+            return
+        self.refreshed_at = now
+        for key, watch in list(self.watches.items()):
+            grown = watch.grown_snapshots()
+            meter = self.meters.get(key)
+            if meter is None and not grown:
+                continue
+            meter = self.meter(key)
+            for f in grown:
+                self.emit(meter.annotate(f))
+            for f in meter.refreshed(skip={f.id for f in grown}):
+                self.emit(f)
 
     def meter(self, key: tuple[str, int]) -> SpendMeter:
         meter = self.meters.get(key)
@@ -749,8 +797,10 @@ class SourceWatcher:
         self.last_poll_at: float | None = None
         self._failures = 0
         self.reached = False  # the source answered at least once
+        self.last_error: str | None = None  # the last failure of a whole cycle
         self._infos: list[TaskInfo] | None = None
         self._infos_next: Future[list[TaskInfo]] | None = None
+        self._busy = 0  # task lists in a row that got no answer in time
 
     def _task_infos(self) -> list[TaskInfo]:
         """The source's tasks, as of this cycle or the one before.
@@ -763,18 +813,42 @@ class SourceWatcher:
         that rarely changes). The source's errors (the process gone, a refused
         connection) surface one cycle later, the same way.
         """
-        if (self.pool is None or self._infos is None or not self.tasks
+        if self._infos is None:
+            # the first answer: nothing of the eval can be read before it, so a busy eval
+            # is given the whole request time for it, not one read timeout then another
+            # request at the back of its queue (500 samples on 2 cores: never answered)
+            first = getattr(self.source, "tasks_patiently", self.source.tasks)
+            self._infos = first()
+            return self._infos
+        if (self.pool is None or not self.tasks
                 or not all(t.buffered for t in self.tasks.values() if not t.finished)):
             self._infos_next = None
-            self._infos = self.source.tasks()
+            try:
+                self._infos = self.source.tasks()
+            except SourceBusy as e:
+                # slow, not gone: the tasks it had go on being read (they rarely change),
+                # and the notice says the list is not current
+                self._busy_tasks(e)
             return self._infos
         pending = self._infos_next
         if pending is not None and pending.done():
             self._infos_next = None
-            self._infos = pending.result()  # re-raises the source's error
+            try:
+                self._infos = pending.result()  # re-raises the source's error
+            except SourceBusy as e:
+                self._busy_tasks(e)  # slow, not gone: the known tasks are read on
         if self._infos_next is None:
             self._infos_next = self.pool.submit(self.source.tasks)
         return self._infos
+
+    def _busy_tasks(self, e: SourceBusy) -> None:
+        self._busy += 1
+        if self._busy in (1, 5) or self._busy % 30 == 0:
+            self.emit(Notice(kind="source_error", at=time.time(),
+                             message=f"{self.label}: {e} (attempt {self._busy}); its tasks "
+                                     "as last listed are read on, but a task it started "
+                                     "since is not read until it answers",
+                             details={"transient": True}))
 
     def cycle(self) -> None:
         """One pass over the source; never raises for source faults."""
@@ -805,6 +879,7 @@ class SourceWatcher:
                         raise
                     except SourceError as e:  # this task's alone: the others go on
                         tw.task_failures += 1
+                        tw.last_error = str(e)
                         if not self.source.live and not e.transient and (
                                 self.opts.once or tw.task_failures >= READ_ATTEMPTS):
                             tw.give_up_task(e)  # a file that cannot be read: said, counted
@@ -819,9 +894,17 @@ class SourceWatcher:
             return
         except SourceError as e:
             self._failures += 1
+            self.last_error = str(e)
             if self._failures in (1, 5) or self._failures % 30 == 0:
+                unread = ""
+                if self.source.live and not self.reached:
+                    unread = "; nothing of this eval is read until it answers its task list"
+                elif self.source.live:
+                    unread = ("; the samples it has not listed yet are not read until it "
+                              "answers (those already read go on)")
                 self.emit(Notice(kind="source_error", at=now,
-                                 message=f"{self.label}: {e} (attempt {self._failures})",
+                                 message=f"{self.label}: {e} (attempt {self._failures})"
+                                         f"{unread}",
                                  details={"transient": e.transient}))
         self.cycles += 1
         self.last_poll_at = now
@@ -878,19 +961,21 @@ class SourceWatcher:
         for tw in self.tasks.values():
             # also when every stream is done: the last listing may be seconds old (a
             # sample buffer's reader lists every few seconds), and the log holds each
-            # sample's last state, which the final status shows
-            stale = any(not r.terminal for r in tw.rows.values())
+            # sample's last state, which the final status shows; a task whose samples
+            # were never listed is read from its log whole
+            stale = any(not r.terminal for r in tw.rows.values()) or tw.as_of is None
             if tw.task.log_location and (stale or any(not s.done for s in tw.streams.values())):
                 self._drain_from_log(tw)
             abandoned += sum(not s.done for s in tw.streams.values())
             tw.finalize_all("the eval process went away before the sample finished "
                             "and its log does not hold the rest")
+        unread = self._say_unread()
         if abandoned:
             self.emit(Notice(kind="process_gone", at=time.time(),
                              message=f"{self.label}: eval process is gone ({reason}); "
                                      f"{abandoned} sample(s) could not be read to the end",
                              details={"abandoned": abandoned}))
-        else:
+        elif not unread:
             self.emit(Notice(kind="process_exited", at=time.time(),
                              message=f"{self.label}: eval process exited; every sample was "
                                      "read to its end"))
@@ -907,7 +992,12 @@ class SourceWatcher:
         if not tasks:
             return
         tw.source, tw.task = source, tasks[0]
-        listing = source.samples(tasks[0])
+        try:
+            listing = source.samples(tasks[0])
+        except SourceError:
+            return
+        if tw.as_of is None:  # never listed live: every sample of the log, from the start
+            tw._apply_listing(listing, None, time.time())
         for row in listing.samples:
             key = (row.sample_id, row.epoch)
             if key in tw.rows and row.terminal:  # the sample's last word
@@ -927,6 +1017,39 @@ class SourceWatcher:
                     break
         tw.judge_whole_task()
 
+    def _say_unread(self) -> bool:
+        """What of a reached source was never read, as ``unreadable`` notices (they make
+        the exit code 3): a source whose task list never answered, a task whose samples
+        could never be listed. Without them a watch that read nothing of an eval it
+        found ended as a clean one (and ``--once --fail-on high`` passed). Whether it
+        said anything."""
+        now = time.time()
+        if not self.source.live:
+            return False  # logs and replays: said as they are listed and read
+        if not self.reached:
+            if self.gone or self.last_error is None:
+                return False  # gone before one answer: process_gone says it
+            self.emit(Notice(kind="unreadable", at=now,
+                             message=f"{self.label}: its task list could not be read "
+                                     f"({self.last_error}); nothing was read from it",
+                             details={"scope": "source", "reason": self.last_error}))
+            return True
+        said = False
+        for tw in self.tasks.values():
+            # (a task met in a watch stopped before its first listing returned was not
+            # failed to be read; one whose process went away first, and whose log could
+            # not be read instead, was)
+            reason = tw.last_error or ("the eval process went away first" if self.gone
+                                       else None)
+            if tw.as_of is not None or tw.failed or reason is None:
+                continue
+            said = True
+            tw.notice("unreadable", f"{self.label}: task {tw.task.task} (eval "
+                      f"{tw.task.eval_id}): its samples could not be listed "
+                      f"({reason}); none of them was read", scope="task",
+                      reason=reason, log=tw.task.log_location)
+        return said
+
     def run(self, stop: threading.Event) -> None:
         """Poll until finished, gone or stopped."""
         try:
@@ -938,6 +1061,8 @@ class SourceWatcher:
                     break
                 if not self.behind:  # a backlog is read at once, not one budget per poll
                     stop.wait(max(0.0, self.opts.poll - (time.monotonic() - started)))
+            if not self.gone:  # (a process that went away said it already)
+                self._say_unread()
         except Exception as e:  # noqa: BLE001 - a bug must not end the watch as a clean one
             self.failed = f"{type(e).__name__}: {e}"
             self.emit(Notice(kind="unreadable", at=time.time(),
@@ -948,6 +1073,11 @@ class SourceWatcher:
                 with contextlib.suppress(Exception):  # already reported above
                     tw.finalize_all("reading stopped on an internal error")
         finally:
+            if stop.is_set() and not self.failed:  # stopped: open findings as they stand
+                now = time.time()
+                for tw in list(self.tasks.values()):
+                    with contextlib.suppress(Exception):  # the stop must not fail on it
+                        tw.refresh_open(now, force=True)
             self.flush()
             if self.pool is not None:
                 self.pool.shutdown(wait=False)

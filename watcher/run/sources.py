@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from watcher.discovery import ControlServer, list_servers
+from watcher.limits import READ_TIMEOUT
 from watcher.run.runner import Runner, Selector
 from watcher.shard import Shard
 from watcher.sources.base import Source, TaskInfo
@@ -38,13 +39,14 @@ class SourcePicker:
                  *, log_dir: str | None = None, replay: list[str] | None = None,
                  transport: str = "auto", selector: Selector | None = None,
                  shard: Shard | None = None, follow: bool = False,
-                 once: bool = False) -> None:
+                 once: bool = False, read_timeout: float = READ_TIMEOUT) -> None:
         self.runner = runner
         self.state = state
         self.notice = notice
         self.log_dir = log_dir
         self.replay = list(replay or [])
         self.transport = transport
+        self.read_timeout = read_timeout  # a control socket's per-read timeout
         self.selector = selector or Selector()
         self.shard = shard  # --shard K/N: only the logs of that share (watcher.shard)
         # --log-dir --follow: the log directory as a live source (running evals' shared
@@ -121,7 +123,7 @@ class SourcePicker:
             if server.api_known and self.transport != "cli":
                 from watcher.sources.http import HttpSource
 
-                source: Source = HttpSource(server)
+                source: Source = HttpSource(server, timeout=self.read_timeout)
                 if self.transport == "auto":
                     from watcher.sources.buffer import BufferedSource
 
@@ -149,7 +151,8 @@ class SourcePicker:
         for eval_id, entry in self.state.open_evals.items():
             log, pid = entry.get("log"), entry.get("pid")
             info = TaskInfo(eval_id=eval_id, task=str(entry.get("task") or ""),
-                            task_id=str(entry.get("task_id") or ""), model="")
+                            task_id=str(entry.get("task_id") or ""), model="",
+                            log_location=str(log) if log else None)
             if not log or (isinstance(pid, int) and pid in alive) or not (
                     self.selector.task_matches(info)):
                 continue

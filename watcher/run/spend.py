@@ -131,10 +131,11 @@ class SpendMeter:
             self.open[out.id] = out
         return out
 
-    def refreshed(self) -> list[Finding]:
+    def refreshed(self, skip: frozenset[str] | set[str] = frozenset()) -> list[Finding]:
         """The open findings again, with what the sample spent since their last
-        snapshot (none if it spent nothing): a live report shows the spend grow."""
+        snapshot (none if it spent nothing): a live report shows the spend grow.
+        ``skip``: ids just annotated afresh (their new snapshot already says it)."""
         if not self.moved:
             return []
         self.moved = False
-        return [self.annotate(f) for f in list(self.open.values())]
+        return [self.annotate(f) for f in list(self.open.values()) if f.id not in skip]

@@ -26,6 +26,7 @@ from watcher.alertqueue import DRAIN_SECONDS
 from watcher.engine import Engine
 from watcher.exit_codes import ExitCode
 from watcher.findings import Finding, Notice
+from watcher.limits import READ_TIMEOUT
 from watcher.run import parallel
 from watcher.run.budget import (
     SampleSpend,
@@ -66,6 +67,7 @@ class WatchConfig:
     min_confidence: str = "low"
     fail_on: str | None = None
     wait_for_evals: float = 0.0  # seconds to wait for a first eval before giving up
+    read_timeout: float = READ_TIMEOUT  # seconds a control-socket read waits for bytes
     exit_grace: float = PROCESS_EXIT_GRACE  # see RunOptions.exit_grace
     jobs: int = 1  # processes for a post-hoc scan (log_dir with once); see Watch.run
     shard: tuple[int, int] | None = None  # set in a parallel scan's workers
@@ -117,7 +119,7 @@ class Watch:
                                     log_dir=config.log_dir, replay=config.replay,
                                     transport=config.transport, selector=config.selector,
                                     shard=config.log_shard, follow=config.follow,
-                                    once=config.once)
+                                    once=config.once, read_timeout=config.read_timeout)
         self.router.live_eval = self.sources.reads_live
         self.router.remote_eval = self.sources.reads_remote
         self.router.before_save = self.sources.remember_open_evals
@@ -186,7 +188,7 @@ class Watch:
         deadline = time.time() + cfg.wait_for_evals
         rechecked = False  # evals seen starting were looked at again (STARTING_RECHECK)
         # a parallel scan's worker leaves signals to its parent (see parallel.py)
-        previous = _install_sigterm(self.request_stop) if cfg.shard is None else None
+        previous = _install_stop_signals(self.request_stop) if cfg.shard is None else None
         finished_before = set(self.state.finished)
         try:
             last_status = 0.0
@@ -233,8 +235,7 @@ class Watch:
         except KeyboardInterrupt:
             self._stop_requested = True
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            _restore_signals(previous)
             runner.shutdown()
             for origin, item in runner.drain_from(timeout=0.0):
                 router.route(item, origin)
@@ -343,7 +344,8 @@ class Watch:
         counts = self._unreadable()
         if not counts:
             return
-        words = {"log": "log(s)", "sample": "sample(s)", "source": "source(s)"}
+        words = {"log": "log(s)", "sample": "sample(s)", "source": "source(s)",
+                 "task": "task(s)"}
         parts = [f"{n} {words.get(scope, scope)}" for scope, n in sorted(counts.items())]
         self.router.route(Notice(kind="incomplete", at=time.time(), details=dict(counts),
                                  message=f"{' and '.join(parts)} could not be read (see the "
@@ -440,15 +442,14 @@ class Watch:
         jobs = self.config.jobs
         # SIGTERM stops the scan as Ctrl+C does (the pool's workers are terminated; this
         # process still writes its summary and state); each worker handles its own
-        previous = _install_sigterm(_raise_interrupt)
+        previous = _install_stop_signals(_raise_interrupt)
         try:
             results = parallel.run_shards(jobs, self._scan_shard)
         except KeyboardInterrupt:
             self._stop_requested = True
             results = []
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            _restore_signals(previous)
         tasks, samples = parallel.merge_shards(results, self.router, self.state)
         if not self.interrupted:
             self._say_if_nothing_matched(tasks_read=bool(tasks), samples_read=bool(samples))
@@ -479,8 +480,23 @@ def _raise_interrupt() -> None:
     raise KeyboardInterrupt
 
 
-def _install_sigterm(handler: Callable[[], None]) -> Any:
-    """SIGTERM stops the watch like Ctrl+C: flush, write the summary, save state."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _install_stop_signals(handler: Callable[[], None]) -> dict[int, Any] | None:
+    """SIGINT and SIGTERM stop the watch: flush, write the summary, save state.
+
+    SIGINT is handled explicitly, not left to Python's default: a non-interactive shell
+    starts background jobs with SIGINT ignored, and Python then installs no handler, so
+    ``inspect-watch watch ... &`` followed by ``kill -INT $pid`` (how scripts and coding
+    agents stop a run, as they stop Inspect itself) did nothing. The previous handlers
+    come back when the watch ends (:func:`_restore_signals`)."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.signal(signal.SIGTERM, lambda *_: handler())
+    return {int(sig): signal.signal(sig, lambda *_: handler()) for sig in STOP_SIGNALS}
+
+
+def _restore_signals(previous: dict[int, Any] | None) -> None:
+    for sig, handler in (previous or {}).items():
+        if handler is not None:
+            signal.signal(sig, handler)

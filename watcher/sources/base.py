@@ -191,12 +191,12 @@ def sample_row(d: dict[str, Any]) -> SampleRow:
     """Build a :class:`SampleRow` from a listing row, tolerating missing fields."""
     try:
         epoch = int(d.get("epoch") or 1)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (1e400 is a float infinity)
         epoch = 1
     retries = d.get("retries") or 0
     try:
         retries = int(retries)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         retries = 0
     return SampleRow(sample_id=str(d.get("sample_id")), epoch=epoch,
                      status=str(d.get("status") or "unknown"), retries=retries, raw=d)

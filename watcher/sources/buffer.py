@@ -664,6 +664,9 @@ class BufferedSource(Source):
     def tasks(self) -> list[TaskInfo]:
         return self.inner.tasks()  # type: ignore[no-any-return]
 
+    def tasks_patiently(self) -> list[TaskInfo]:
+        return self.inner.tasks_patiently()  # type: ignore[no-any-return]
+
     def samples(self, task: TaskInfo, active_since: float | None = None,
                 all_rows: bool = False) -> SampleListing:
         return self.inner.samples(  # type: ignore[no-any-return]

@@ -307,6 +307,7 @@ class BufferedSample:
         self.data: dict[str, dict[str, Any]] = {}
         self.version: dict[str, int] = {}  # each event's latest row id
         self.attachments: dict[str, str] = {}
+        self.budget: Any = None  # the attempt's attachment expansion budget (shared.py)
         self.pool: list[Any] = []  # message pool, in position order (row ids increasing)
         self.calls: list[Any] = []
         self._pool_row = 0

@@ -105,17 +105,22 @@ class HttpSource(Source):
 
     # -- transport ---------------------------------------------------------
 
-    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        """GET ``path`` as JSON, retrying what a retry can fix."""
+    def _get(self, path: str, params: dict[str, Any] | None = None, *,
+             patient: bool = False) -> Any:
+        """GET ``path`` as JSON, retrying what a retry can fix. ``patient``: one read may
+        wait as long as the whole request may take (a request nothing can replace, to a
+        busy eval: abandoned at the per-read timeout and sent again, it went to the back
+        of the eval's queue each time and was never answered)."""
         clean = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         last: SourceError | None = None
+        wait = self._client.total_timeout if patient else None
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random()))
             try:
                 with self._gate:
                     self.requests += 1
-                    status, body = self._client.get(path, clean)
+                    status, body = self._client.get(path, clean, read_timeout=wait)
             except (FileNotFoundError, ConnectionRefusedError) as e:
                 raise ProcessGone(f"pid {self.server.pid}: {e}") from e
             except ResponseLimit as e:
@@ -123,7 +128,8 @@ class HttpSource(Source):
                 raise LimitExceeded(f"pid {self.server.pid}: {path}: {e} ({env} raises "
                                     "it)") from e
             except TimeoutError as e:
-                last = SourceBusy(f"pid {self.server.pid}: {path} timed out")
+                last = SourceBusy(f"pid {self.server.pid}: {path} got no answer in "
+                                  f"{self._client.timeout:g} s (--read-timeout)")
                 last.__cause__ = e
                 continue
             except (http.client.HTTPException, ConnectionResetError, BrokenPipeError) as e:
@@ -195,8 +201,16 @@ class HttpSource(Source):
 
     # -- Source ------------------------------------------------------------
 
+    def tasks_patiently(self) -> list[TaskInfo]:
+        """:meth:`tasks`, waiting for the answer as long as a request may take: the first
+        task list of an eval, before which nothing of it can be read."""
+        return self._tasks(patient=True)
+
     def tasks(self) -> list[TaskInfo]:
-        rows = self._get("/tasks")
+        return self._tasks()
+
+    def _tasks(self, patient: bool = False) -> list[TaskInfo]:
+        rows = self._get("/tasks", patient=patient)
         if not isinstance(rows, list):
             raise BadResponse(f"pid {self.server.pid}: /tasks is not a list")
         return [task_info(row, self.server.pid) for row in rows if isinstance(row, dict)]

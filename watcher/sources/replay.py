@@ -38,6 +38,8 @@ naming ``file:line``.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from watcher import limits
 from watcher.events import Tier
 from watcher.sources.base import (
     BadResponse,
@@ -132,11 +135,33 @@ def write_recording(path: str | Path, header: dict[str, Any],
             writer.page(page)
 
 
+def _read_text(path: Path) -> str:
+    """A recording's text: a regular file only (``/dev/zero`` was read until memory ran
+    out, a FIFO without a writer blocked), and at most :data:`~watcher.limits.RECORDING_SIZE`
+    bytes, checked before it is read."""
+    limit = limits.RECORDING_SIZE.value()
+    # O_NONBLOCK: opening a FIFO without a writer would wait for one
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadResponse(f"{path}: not a recording: not a regular file (a device, "
+                              "FIFO, socket or directory)")
+        if st.st_size > limit:
+            raise BadResponse(f"{path}: the recording is {st.st_size:,} bytes, over the "
+                              f"{limit:,.0f}-byte limit ({limits.RECORDING_SIZE.env} raises "
+                              "it)")
+        data = fh.read(int(limit) + 1)
+    if len(data) > limit:  # it grew while read
+        raise BadResponse(f"{path}: the recording grew past the {limit:,.0f}-byte limit")
+    return data.decode("utf-8")
+
+
 def read_recordings(path: str | Path) -> list[Recording]:
     """Parse one recording file (either shape) into its recordings."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = _read_text(path).splitlines()
     except FileNotFoundError as ex:
         raise NotFound(f"{path}: no such recording") from ex
     except (OSError, UnicodeDecodeError) as ex:
@@ -152,6 +177,8 @@ def read_recordings(path: str | Path) -> list[Recording]:
             obj = json.loads(line)
         except ValueError as ex:
             raise BadResponse(f"{where}: not JSON: {ex}") from ex
+        except RecursionError as ex:
+            raise BadResponse(f"{where}: not a recording line: JSON nested too deep") from ex
         if not isinstance(obj, dict):
             raise BadResponse(f"{where}: expected a JSON object, got {type(obj).__name__}")
         kind = obj.get("kind")
@@ -191,10 +218,13 @@ def _header(obj: dict[str, Any], where: str) -> Recording:
     missing = [k for k in ("eval_id", "sample_id") if obj.get(k) is None]
     if missing:
         raise BadResponse(f"{where}: header lacks {', '.join(missing)}")
-    try:
-        int(obj.get("epoch") or 1)
-    except (TypeError, ValueError) as ex:
-        raise BadResponse(f"{where}: header epoch is not an integer") from ex
+    epoch = obj.get("epoch")
+    if epoch is not None and not (
+            (type(epoch) is int and epoch >= 1)
+            or (isinstance(epoch, str) and epoch.isascii() and epoch.isdigit()
+                and 1 <= int(epoch) < 1 << 31)):
+        raise BadResponse(f"{where}: header epoch must be a whole number from 1, not "
+                          f"{str(epoch)[:40]!r}")
     return Recording(header=obj)
 
 

@@ -454,20 +454,23 @@ class SharedLogSource(Source):
         unknown: set[str] = set()
         cut = 0
         out = []
+        budget = view.budget  # one for the sample attempt, over all its pages
+        if budget is None:
+            budget = view.budget = Expansion(self.max_expansion)
         for e in raws:
-            budget = Expansion(self.max_expansion)
+            before = budget.exceeded
             if tier == "full":
                 out.append(resolved(expand_pools(e, view.pool, view.calls), view.attachments,
                                     unknown, budget))
             else:
                 out.append(light(e, view.pool, view.attachments, unknown, budget))
-            cut += budget.exceeded > 0
+            cut += budget.exceeded > before
         where = f"{task.log_location} shared buffer: sample {key[1]} epoch {key[2]}"
         if cut:
             mb = self.max_expansion / limits.MB
             self._notices.append(SourceNotice(
-                kind="limit", message=f"{where}: attachment references in {cut} event(s) "
-                f"expand past {mb:g} MB; the rest are left unresolved "
+                kind="limit", message=f"{where}: attachment references expand past "
+                f"{mb:g} MB for the sample; those of {cut} event(s) are left unresolved "
                 f"({limits.EXPANSION_SIZE.env} raises the limit)",
                 details={"limit": limits.EXPANSION_SIZE.env, "events": cut}))
         if unknown:

@@ -131,12 +131,14 @@ class UdsClient:
         self._lock = threading.Lock()
         self._open: set[_UnixConnection] = set()
 
-    def get(self, path: str, params: dict[str, str] | None = None) -> tuple[int, bytes]:
-        """``(status, body)`` of ``GET path?params``."""
-        return self.request("GET", path, params)
+    def get(self, path: str, params: dict[str, str] | None = None, *,
+            read_timeout: float | None = None) -> tuple[int, bytes]:
+        """``(status, body)`` of ``GET path?params`` (``read_timeout``: this request's
+        own per-read timeout, within the same total deadline)."""
+        return self.request("GET", path, params, read_timeout=read_timeout)
 
-    def request(self, method: str, path: str,
-                params: dict[str, str] | None = None) -> tuple[int, bytes]:
+    def request(self, method: str, path: str, params: dict[str, str] | None = None, *,
+                read_timeout: float | None = None) -> tuple[int, bytes]:
         """``(status, body)`` of ``METHOD path?params`` with no request body (the control
         channel's mutations take query parameters only), bounded like a GET: the same
         deadline and size cap. Never retried here: a caller that retries a mutation must
@@ -148,12 +150,14 @@ class UdsClient:
         if conn is not None and not _idle_and_open(conn):
             self._drop(conn)  # the server closed it while it was idle
             conn = None
-        return self._send(conn or self._new(), method, url)
+        return self._send(conn or self._new(), method, url, read_timeout)
 
-    def _send(self, conn: _UnixConnection, method: str, url: str) -> tuple[int, bytes]:
+    def _send(self, conn: _UnixConnection, method: str, url: str,
+              read_timeout: float | None = None) -> tuple[int, bytes]:
         sock = conn.sock
         if isinstance(sock, _DeadlineSocket):
             sock.deadline = time.monotonic() + self.total_timeout
+            sock.read_timeout = read_timeout if read_timeout is not None else self.timeout
         try:
             # a body-less POST or PATCH goes out with ``Content-Length: 0`` (http.client)
             conn.request(method, url, headers={"Accept": "application/json"})

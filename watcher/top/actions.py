@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from watcher.discovery import ControlServer, list_servers
 from watcher.findings import Finding
-from watcher.sanitize import clean_text
+from watcher.sanitize import clean_text, exact_text, visible_text
 from watcher.sources.base import SourceError
 from watcher.sources.http import ControlAnswer, HttpSource
 
@@ -64,11 +64,8 @@ class ControlActions:
 
     def target(self, finding: Finding, action: str) -> str:
         """The target named in full, and what the server's dry run answered."""
-        s = finding.sample
-        lines = [f"{WORDS.get(action, action)}: sample {s.sample_id} epoch {s.epoch} "
-                 f"(attempt {s.attempt}) of task {s.task}, eval {s.eval_id}, pid {s.pid}."]
-        lines.append(f"The server's dry run: {_words(self._ask(finding, action, dry_run=True))}")
-        return clean_text("\n".join(lines), 2000)
+        return target_words(finding, action,
+                            _words(self._ask(finding, action, dry_run=True)))
 
     def run(self, finding: Finding, action: str) -> str:
         """The real request; the server's answer in words that claim no more than it."""
@@ -77,6 +74,22 @@ class ControlActions:
             return clean_text(f"cancel ({action}) requested; the server accepted it. The "
                               "samples listing will show when the sample has ended.", 600)
         return clean_text(f"nothing done: {_words(answer)}", 600)
+
+
+def target_words(finding: Finding, action: str, dry_run: str) -> str:
+    """What a confirmation names: the ids exactly, every character visible (two ids that
+    only look alike, an invisible character or a Cyrillic letter apart, read apart),
+    then the server's dry run (its words cleaned)."""
+    s = finding.sample
+    lines = [f"{WORDS.get(action, action)}: sample {visible_text(s.sample_id)} epoch "
+             f"{s.epoch} (attempt {s.attempt}) of task {visible_text(s.task)}, eval "
+             f"{visible_text(s.eval_id)}, pid {s.pid}."]
+    odd = [(name, v) for name, v in (("sample", s.sample_id), ("task", s.task))
+           if not (v.isascii() and v.isprintable())]
+    for name, value in odd:
+        lines.append(f"exact {name} id: {exact_text(value)}")
+    lines.append(f"The server's dry run: {clean_text(dry_run, 1500, one_line=True)}")
+    return "\n".join(lines)
 
 
 def _words(answer: ControlAnswer | str) -> str:

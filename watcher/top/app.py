@@ -41,7 +41,7 @@ from textual.widgets import DataTable, Footer, Static
 from watcher.findings import CONFIDENCE_LEVELS, Finding, confidence_rank
 from watcher.reporters.formatting import BADGES, fmt_clock, fmt_duration, one
 from watcher.reporters.text import TextReporter, fit_segments
-from watcher.sanitize import clean_text, neutralise_quotes, visible_text
+from watcher.sanitize import clean_text, neutralise_quotes, printable_command, visible_text
 from watcher.top.model import (
     Filters,
     FindingRow,
@@ -708,31 +708,38 @@ class TopApp(App[None]):
         f = self.selected_finding()
         command = handoff_command(f) if f is not None else None
         if command is None:
-            self.notify("no finding with a command to copy here", severity="warning")
+            self.notify("no finding with a command to copy here", severity="warning",
+                        markup=False)
             return
+        # an id's control characters never reach the terminal, the toast or the
+        # clipboard: the command is re-quoted printable ($'\x1b'), and every toast is
+        # plain text (a `[/x]` in an id is not markup)
+        command = printable_command(command)
         self.copy_to_clipboard(command)
-        self.notify(f"copied: {command}", title="hand-off")
+        self.notify(f"copied: {visible_text(command, 2000)}", title="hand-off", markup=False)
 
     def action_act(self) -> None:
         """Cancel the selected finding's sample (``score``), after a confirmation that
         names the target and shows the server's dry run; only where its eval serves a
         control channel with the route (never over logs)."""
         if self.actions is None:
-            self.notify(NO_ACTIONS, title="act", severity="warning")
+            self.notify(NO_ACTIONS, title="act", severity="warning", markup=False)
             return
         f = self.selected_finding()
         available = self.actions.available(f) if f is not None else ()
         if f is None or not available:
             self.notify("no action for this sample: its eval does not serve a control "
-                        "channel here (finished, or on another machine)", severity="warning")
+                        "channel here (finished, or on another machine)", severity="warning",
+                        markup=False)
             return
         action = available[0]
         actions = self.actions
 
         def done(confirmed: bool | None) -> None:
-            if confirmed:
-                self.notify(actions.run(f, action), title="act")
+            if confirmed:  # the server's words: plain text, every character visible
+                self.notify(visible_text(actions.run(f, action), 1000), title="act",
+                            markup=False)
             else:
-                self.notify("nothing was done", title="act")
+                self.notify("nothing was done", title="act", markup=False)
 
         self.push_screen(ConfirmScreen(actions.target(f, action)), done)

@@ -66,6 +66,13 @@ class TopSink:
             self._received.setdefault(f.id, time.time())
             self.version += 1
 
+    def update(self, f: Finding) -> None:
+        """A finding as it stands now (its count and spend grew): it keeps its place."""
+        with self._lock:
+            self._findings[f.id] = f
+            self._received.setdefault(f.id, time.time())
+            self.version += 1
+
     def notice(self, n: Notice) -> None:
         with self._lock:
             self._notices.append(n)

@@ -307,16 +307,28 @@ class RuleState:
                       "no more of them), so they are not known to be the same.")
         raised = confidence_rank(level) > confidence_rank(ep.level)
         ep.level, ep.reason = level, reason
+        grown = self.watch.grown
         if not ep.data.get("_shown"):
             if not self.rule.meets(facts):
                 return []
             ep.data["_shown"] = True
+            ep.data["_status"] = "open"
             return [self.snapshot(ep, "ended" if status == "ended" else "open", facts)]
         if status == "ended":
+            grown.pop(ep, None)
             return [self.snapshot(ep, "ended", facts)]
         if raised:
+            grown.pop(ep, None)
+            ep.data["_status"] = "escalated"
             return [self.snapshot(ep, "escalated", facts)]
+        # shown, and grown without news (a count, the evidence): the watch asks for a
+        # fresh snapshot of it now and then (SampleWatch.grown_snapshots)
+        grown[ep] = self
         return []
+
+    def current(self, ep: Episode) -> Finding:
+        """A snapshot of a shown, open episode as it stands (its last status kept)."""
+        return self.snapshot(ep, str(ep.data.get("_status") or "open"), self.facts_of(ep))
 
     def start(self, ep: Episode) -> list[Finding]:
         ep.level = "low"

@@ -37,6 +37,9 @@ class ParsedSample:
     # the sample's message pool (``events_data.messages``): model events of current logs
     # name their input by ranges into it (``input_refs``) and hold no input themselves
     pool: list[Any] = field(default_factory=list)
+    # what attachment references may still add to this sample's events (one budget for
+    # the whole sample, over every page read of it: watcher.limits.EXPANSION_SIZE)
+    budget: Expansion | None = None
 
 
 def parse_sample_json(data: dict[str, Any], epoch: int) -> ParsedSample:

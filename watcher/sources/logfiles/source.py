@@ -55,6 +55,8 @@ from watcher.sources.logfiles.listing import (
     UNKNOWN_STAMP,
     list_local,
     local_path,
+    read_as_inspect,
+    shard_set_logs,
     stat_log,
 )
 from watcher.sources.logfiles.samples import (
@@ -140,9 +142,26 @@ class LogSource(Source):
             raise NotFound(f"{self.log_dir}: no such log file")
         return infos
 
+    def _logs_to_read(self) -> list[Any]:
+        """The listing, read the way Inspect reads a log directory (each sample once: a
+        shard set as its merged log or as its shards, a log as its ``-recovered`` copy,
+        no checkpoints; see :func:`~.listing.read_as_inspect`)."""
+        infos, sets = read_as_inspect(self._list())
+        for s in sets:
+            finished = False
+            if s.merged:
+                try:
+                    merged = s.merged[0]
+                    finished = self._entry(merged.name, (merged.size, merged.mtime)
+                                           ).task.status == "success"
+                except BadResponse:
+                    finished = False  # an unreadable merged log: the shards are read
+            infos += shard_set_logs(s, finished)
+        return infos
+
     def tasks(self) -> list[TaskInfo]:
         """One task per readable log file (of this source's shard), oldest first."""
-        infos = [i for i in self._list() if owns(self.shard, i.name)]
+        infos = [i for i in self._logs_to_read() if owns(self.shard, i.name)]
         seen: set[str] = set()
         out: list[TaskInfo] = []
         for info in infos:
@@ -294,14 +313,19 @@ class LogSource(Source):
         unknown: set[str] = set()
         cut = 0
         out = []
+        # one budget for the sample, not per event: 40 events each naming one 100 KB
+        # attachment 16,000 times were 40 budgets' worth (2.86 GB at the peak)
+        budget = parsed.budget
+        if budget is None or offset == 0:  # (a read from the start: the sample again)
+            budget = parsed.budget = Expansion(self.max_expansion)
         try:
             for e in scanned:
                 if wanted is None or e.get("event") in wanted:
-                    budget = Expansion(self.max_expansion)
+                    before = budget.exceeded
                     out.append(resolved(e, parsed.attachments, unknown, budget)
                                if tier == "full" else
                                light(e, parsed.pool, parsed.attachments, unknown, budget))
-                    cut += budget.exceeded > 0
+                    cut += budget.exceeded > before
         except Exception as ex:  # attachments of the wrong type, and the like
             raise BadResponse(f"{task.log_location}: unreadable sample {sample_id}/{epoch}: "
                               f"{type(ex).__name__}: {ex}") from ex
@@ -309,9 +333,9 @@ class LogSource(Source):
             mb = self.max_expansion / limits.MB
             self._notices.append(SourceNotice(
                 kind="limit", message=f"{task.log_location} sample {sample_id} epoch {epoch}: "
-                f"attachment references in {cut} event(s) expand past {mb:g} MB; the rest "
-                f"are left unresolved (rules read those events without that text; "
-                f"{limits.EXPANSION_SIZE.env} raises the limit)",
+                f"attachment references expand past {mb:g} MB for the sample; those of "
+                f"{cut} event(s) are left unresolved (rules read those events without that "
+                f"text; {limits.EXPANSION_SIZE.env} raises the limit)",
                 details={"limit": limits.EXPANSION_SIZE.env, "events": cut}))
         if unknown:
             self._notices.append(SourceNotice(
@@ -403,7 +427,7 @@ def iter_log_samples(log_dir: str) -> Iterator[tuple[TaskInfo, SampleRow, list[d
         for row in source.samples(task).samples:
             parsed = source._parsed(task, row.sample_id, row.epoch)
             source._samples.clear()
-            events = [resolve_attachments(e, parsed.attachments,
-                                          budget=Expansion(source.max_expansion))
+            budget = Expansion(source.max_expansion)  # one for the sample
+            events = [resolve_attachments(e, parsed.attachments, budget=budget)
                       for e in parsed.events]
             yield task, row, events
