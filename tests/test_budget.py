@@ -29,7 +29,10 @@ from watcher.run.budget import (
     NOT_COUNTED,
     SampleSpend,
     TaskBudget,
+    TaskSpend,
     loop_tokens,
+    merged_spend,
+    spend_notice,
     task_spend,
 )
 
@@ -121,6 +124,32 @@ def test_every_watch_says_what_it_spent_and_what_was_counted() -> None:
     assert budget[-1]["evidence"]["facts"]["task_tokens"] == total
     assert budget[0]["evidence"]["facts"]["budget"] == 100000
     assert budget[0]["actions"] == [a for a in budget[0]["actions"] if a["verb"] == "view_log"]
+
+
+def test_spend_notices_of_several_files_are_one_for_the_report() -> None:
+    """Shards of one scan (or watchers of one run) each end with a ``spend`` notice; a
+    report of their files says one spend, each task counted once at its latest view,
+    as one scan would."""
+    def task(eval_id: str, tokens: int, loops: int) -> TaskSpend:
+        return TaskSpend("t", "tid-" + eval_id, eval_id, "m", tokens, 2, 1, loops, 0, True)
+
+    a = spend_notice([task("e1", 1000, 500), task("e2", 3000, 0)], at=10.0)
+    b = spend_notice([task("e3", 6000, 1500)], at=12.0)
+    again = spend_notice([task("e2", 4000, 1000)], at=13.0)  # e2 read again, later
+    other = a.__class__(kind="unreadable", message="x", at=11.0, details={})
+    [first, merged] = merged_spend([other, a, b, again])
+    assert first is other
+    whole = spend_notice([task("e1", 1000, 500), task("e3", 6000, 1500),
+                          task("e2", 4000, 1000)], at=13.0)
+    assert merged.message == whole.message
+    assert merged.message == ("spend: 11,000 tokens in 3 task(s), 6 sample(s) counted; "
+                              "3,000 (27%) after a loop finding's first evidence; "
+                              "3 sample(s) without a token figure")
+    assert merged.details["watch"] == whole.details["watch"]
+    # one notice, or one that cannot be read, is left as it is
+    assert merged_spend([a]) == [a]
+    broken = a.__class__(kind="spend", message="?", at=1.0, details={"tasks": [{}]})
+    assert merged_spend([a, broken]) == [a, broken]
 
 
 @pytest.mark.e2e

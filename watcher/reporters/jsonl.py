@@ -32,6 +32,7 @@ from watcher.findings import (
 )
 from watcher.reporters.base import OutputOptions, Reporter
 from watcher.reporters.remote import RemoteReporter, is_url
+from watcher.run.budget import merged_spend
 from watcher.summary import ReportContext, RunSummary, fold_findings
 
 log = logging.getLogger(__name__)
@@ -344,4 +345,4 @@ def summary_from_jsonl(paths: Iterable[str | os.PathLike[str]],
                               details={"skipped": len(bad), "first": bad[:5]},
                               message=f"{len(bad)} malformed record(s) were skipped; the "
                                       f"report shows the rest (first: {bad[0]})"))
-    return RunSummary.from_findings(findings, notices)
+    return RunSummary.from_findings(findings, merged_spend(notices))

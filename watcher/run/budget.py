@@ -189,6 +189,33 @@ def spend_notice(tasks: list[TaskSpend], at: float, budget: int | None = None) -
         "counted": COUNTED, "not_counted": NOT_COUNTED})
 
 
+def merged_spend(notices: list[Notice]) -> list[Notice]:
+    """``notices`` with their ``spend`` notices (from several findings files: shards of one
+    scan, watchers of one run) made one: each task counted once (its latest view), the
+    totals added up again. Notices whose details cannot be read are kept as they are."""
+    spends = [n for n in notices if n.kind == "spend"]
+    if len(spends) < 2:
+        return notices
+    tasks: dict[str, TaskSpend] = {}
+    budget: int | None = None
+    try:
+        for n in sorted(spends, key=lambda n: n.at):
+            details = n.details or {}
+            budget = details.get("task_budget", budget)
+            for t in details["tasks"]:
+                tasks[t["eval_id"]] = TaskSpend(
+                    t["task"], t["task_id"], t["eval_id"], t["model"], int(t["tokens"]),
+                    int(t["samples_counted"]), int(t["samples_not_counted"]),
+                    int(t["in_loops"]), int(t["in_open_loops"]), bool(t["finished"]))
+    except (KeyError, TypeError, ValueError):
+        return notices
+    merged = spend_notice(list(tasks.values()), max(n.at for n in spends),
+                          budget if type(budget) is int else None)
+    first = notices.index(spends[0])
+    rest = [n for n in notices if n.kind != "spend"]
+    return rest[:first] + [merged] + rest[first:]
+
+
 class TaskBudget:
     """Raises one ``task-budget`` finding per task whose tokens pass ``tokens``."""
 
