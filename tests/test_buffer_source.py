@@ -758,3 +758,48 @@ def test_a_sample_read_over_the_control_channel_is_told_finished_too(
     src.moved_samples(task)
     buf.complete()
     assert src.moved_samples(task) == {("s1", 1)}
+
+
+class EndingSource(Inner):
+    """The control channel of a sample that ended between a content read and the full
+    read of its end: the full tier serves nothing until Inspect has logged the sample
+    (the buffer's rows left), then the whole events."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.logged = False
+        self.whole = [{"uuid": "a", "event": "tool", "function": "bash",
+                       "arguments": {"cmd": "x" * 400}, "result": "r" * 400}]
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: str, limit: int = 500) -> EventPage:
+        self.calls.append(tier)
+        if tier == "full":
+            return EventPage(events=list(self.whole) if self.logged else [],
+                             next=encode_cursor(NONCE, 1 if self.logged else 0), done=True)
+        cut = [{"uuid": "a", "event": "tool", "function": "bash", "has_error": False,
+                "arguments": {"cmd": "x" * 256}, "result": "r" * 256}]
+        return EventPage(events=cut, next=encode_cursor(NONCE, 1), done=True)
+
+
+def test_an_end_read_cut_is_read_again_until_whole() -> None:
+    """A sample that ends between two reads: the full read of its cut end finds nothing
+    (the buffer's rows are gone, the logged copy not yet served). The page is read again
+    at the next poll instead of its cut values being judged (post hoc they are whole);
+    after a few polls it is served as it is, never lost."""
+    inner = EndingSource()
+    src = BufferedSource(inner, base=None)
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m", log_location=None, pid=1)
+    first = _read(src, task, None)
+    assert first.events == [] and first.next is None and not first.done
+    inner.logged = True
+    again = _read(src, task, None)
+    assert again.done and again.events == inner.whole
+    # a full tier that never answers: held at most MAX_HOLDS times, then served cut
+    import watcher.sources.buffer as buffer
+
+    inner2 = EndingSource()
+    src2 = BufferedSource(inner2, base=None)
+    pages = [_read(src2, task, None) for _ in range(buffer.MAX_HOLDS + 1)]
+    assert [p.done for p in pages] == [False] * buffer.MAX_HOLDS + [True]
+    assert pages[-1].events[0]["result"] == "r" * 256

@@ -623,6 +623,17 @@ def _resolved(blob: str, attach: dict[str, str] | None) -> str:
     return resolve_json(blob, attach) if attach and ATTACHMENT_PROTOCOL in blob else blob
 
 
+# how often a page whose completed events came back cut is read again (one poll each)
+MAX_HOLDS = 3
+
+
+def _cut(events: list[Any], kinds: tuple[str, ...]) -> set[str]:
+    """The uuids of completed events of ``kinds`` served at the content tier (cut)."""
+    return {str(e.get("uuid")) for e in events
+            if isinstance(e, dict) and "has_error" in e and not e.get("pending")
+            and e.get("event") in kinds}
+
+
 class BufferedSource(Source):
     """The control-channel source, with running samples' pages read from the buffer.
 
@@ -650,6 +661,8 @@ class BufferedSource(Source):
         # nonce its summary row gives: None until a control-channel page confirms the
         # derivation (True), False for good once one contradicts it
         self._derive: dict[str, bool | None] = {}
+        # (eval, sample, epoch) -> pages held back because events on them stayed cut
+        self._held: dict[tuple[str, str, int], int] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -779,9 +792,15 @@ class BufferedSource(Source):
                     reader = None
             # without a buffer (not found yet) only tool events are read again whole: a
             # running sample's model events carry its whole conversation at the full tier
-            page.events = self._whole_over_http(
-                task, sample_id, epoch, since, types, limit, page,
-                kinds=("model", "tool") if reader is not None else ("tool",))
+            kinds = ("model", "tool") if reader is not None else ("tool",)
+            page.events = self._whole_over_http(task, sample_id, epoch, since, types, limit,
+                                                page, kinds=kinds)
+            if _cut(page.events, kinds) and self._hold(key):
+                # the sample ended between the two reads: the buffer let its rows go and
+                # the full read found nothing yet (Inspect serves its logged copy a
+                # moment later). Read the page again at the next poll rather than judge
+                # cut values, which post hoc are whole
+                return EventPage(events=[], next=since, done=False)
         served, end = decode_cursor(page.next)
         if derived is not None and served is not None:
             with self._lock:
@@ -793,6 +812,8 @@ class BufferedSource(Source):
                                        tuple(str(e.get("uuid")) for e in page.events), types)
         else:
             self._vouched.pop(key, None)
+            if page.done:
+                self._held.pop(key, None)
             if reader is not None and page.done:
                 reader.forget(sample_id, epoch)
         return page
@@ -847,9 +868,7 @@ class BufferedSource(Source):
         carries its whole input; it is paid once per page, and only for samples that
         ended between two reads (their last events) or before the watch started.
         """
-        cut = {str(e.get("uuid")) for e in page.events
-               if isinstance(e, dict) and "has_error" in e and not e.get("pending")
-               and e.get("event") in kinds}
+        cut = _cut(page.events, kinds)
         if not cut:
             return page.events
         try:
@@ -862,6 +881,16 @@ class BufferedSource(Source):
         self._prompts_from_messages(task, sample_id, epoch, list(raw.values()))
         return [raw.get(str(e.get("uuid")), e) if isinstance(e, dict) else e
                 for e in page.events]
+
+    def _hold(self, key: tuple[str, str, int]) -> bool:
+        """Whether a page of ``key`` whose events stayed cut is held back once more:
+        at most :data:`MAX_HOLDS` times per sample, then it is served as it is."""
+        with self._lock:
+            held = self._held.get(key, 0)
+            if held >= MAX_HOLDS:
+                return False
+            self._held[key] = held + 1
+            return True
 
     def _prompts_from_messages(self, task: TaskInfo, sample_id: str, epoch: int,
                                events: list[dict[str, Any]]) -> None:
