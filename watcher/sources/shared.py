@@ -80,6 +80,11 @@ NEW = -1  # a sample's first segment while a new attempt has none yet
 # a fault must persist this many listings before it is said: a local file being rewritten
 # (Inspect rewrites a manifest in place; a running log as it flushes) reads as damaged
 FAULT_LISTINGS = 3
+# Inspect completes a model event in two writes (``pending`` cleared, then its start and
+# ``completed`` times); a sync between them copies the first. Such a version is served as
+# still pending, for at most this many reads of it (an Inspect that never writes
+# ``completed`` is then known, and its model events are served as they are).
+UNTIMED_READS = 3
 NO_BUFFER_AFTER = 15.0  # seconds a running eval may show no shared buffer before it is said
 LOOK_AGAIN = 5.0  # seconds between looks for the shared buffer of such an eval
 
@@ -135,6 +140,8 @@ class SharedLogSource(Source):
         self._in_log: dict[str, set[tuple[str, int]]] = {}  # eval id -> samples its log has
         self._notices: list[SourceNotice] = []
         self._listings = 0  # calls of tasks(): what faults are counted in
+        self._untimed: dict[tuple[str, str], int] = {}  # (eval, uuid) -> reads untimed
+        self._no_completed: set[str] = set()  # evals whose model events never say it
 
     def running(self, eval_id: str) -> bool:
         """Whether the eval was running when its log was last listed."""
@@ -382,11 +389,35 @@ class SharedLogSource(Source):
         # (one missing for now may hold the last events)
         done = status in ("completed", "error", "cancelled") and end >= len(view.order) and (
             not view.broken) and set(entry.segments) <= set(view.segments)
+        if not done:
+            out = self._untimed_pending(task, out)
         with self._lock:
             self._served[key] = mine
             if done:
                 self._views.pop(key, None)
         return EventPage(events=out, next=buffer_cursor(mine, end), done=done)
+
+    def _untimed_pending(self, task: TaskInfo, events: list[dict[str, Any]]
+                         ) -> list[dict[str, Any]]:
+        """``events`` with a completed model event that lacks its ``completed`` time marked
+        pending: the buffer was copied between Inspect's two writes of its completion, and
+        the next copy has its final form (the log's: its start time, ``completed``)."""
+        if task.eval_id in self._no_completed:
+            return events
+        out = events
+        for i, e in enumerate(events):
+            if e.get("event") != "model" or e.get("pending") or e.get("completed"):
+                continue
+            k = (task.eval_id, str(e.get("uuid")))
+            reads = self._untimed.get(k, 0) + 1
+            if reads > UNTIMED_READS:
+                self._no_completed.add(task.eval_id)
+                return out
+            self._untimed[k] = reads
+            if out is events:
+                out = list(events)
+            out[i] = {**e, "pending": True}
+        return out
 
     def _view(self, task: TaskInfo, buf: SharedBuffer, key: Key,
               entry: Entry) -> BufferedSample | None:
