@@ -991,9 +991,11 @@ class SourceWatcher:
             return
         if not tasks:
             return
-        tw.source, tw.task = source, tasks[0]
+        # the log as the control channel named it (the reader's listing names it as a
+        # file:// URL): the findings of one sample name one log
+        tw.source, tw.task = source, replace(tasks[0], log_location=tw.task.log_location)
         try:
-            listing = source.samples(tasks[0])
+            listing = source.samples(tw.task)
         except SourceError:
             return
         if tw.as_of is None:  # never listed live: every sample of the log, from the start
@@ -1006,7 +1008,7 @@ class SourceWatcher:
                 tw.rows[key] = row
                 tw._on_row(key, row, time.time())
         for key, stream in tw.streams.items():
-            stream.task = tasks[0]
+            stream.task = tw.task
             last = tw.rows.get(key)
             if stream.done or last is None or not last.terminal:
                 continue
