@@ -27,14 +27,15 @@ from watcher.notify import EXCERPT_LEN, FOOTER, Notifier, finding_body, finding_
 from watcher.reporters.examples import HOSTILE, example_snapshots
 from watcher.sanitize import UNTRUSTED_LABEL
 
-# sleeps 30 s unless the test releases it; says when it started (with its pid) and ended
+# runs until the test releases it (10 min at most); says when it started (with its pid)
+# and ended
 HOOK = """
 import os, pathlib, sys, time
 d = pathlib.Path(sys.argv[1])
 data = sys.stdin.read()
 n = len(list(d.glob("started.*"))) + 1
 (d / f"started.{n}").write_text(f"{os.getpid()}\\n{data}")
-for _ in range(300):
+for _ in range(6000):
     if (d / "release").exists():
         break
     time.sleep(0.1)
@@ -63,7 +64,9 @@ def test_a_slow_hook_does_not_hold_up_the_jsonl_of_a_real_watch(eval_runner: Any
     finding waited for the hook (killed after 10 s). Now every line, up to the eval's exit,
     is written while the hook's first run is still going; the rest run after it, at the
     end, and none is lost."""
-    proc = eval_runner("loops", tool_delay=0.1)
+    # kept inspectable until the watch has read it (a busy machine may start the watch
+    # after the eval ended), then released by the watch
+    proc = eval_runner("loops", "--ctl-server", "keep", tool_delay=0.1)
     proc.discovery()
     hook_dir = tmp_path / "hook"
     hook_dir.mkdir()
@@ -73,13 +76,14 @@ def test_a_slow_hook_does_not_hold_up_the_jsonl_of_a_real_watch(eval_runner: Any
     watcher = subprocess.Popen(
         [sys.executable, "-m", "watcher", "watch", "--poll", "0.3", "--format", "jsonl",
          "-o", str(out), "--on-finding", f"{sys.executable} {script} {hook_dir}",
-         "--on-finding-timeout", "120", "--alert-drain", "120"],
+         "--on-finding-timeout", "900", "--alert-drain", "900", "--release-when-done"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
-        deadline = time.time() + 180
-        while time.time() < deadline and watcher.poll() is None:
+        guard = time.monotonic() + 900  # bounds a hung watch only: the exit is awaited
+        while watcher.poll() is None:
             if any(r.get("notice") == "process_exited" for r in _records(out)):
                 break
+            assert time.monotonic() < guard, "the watch never saw the eval exit"
             time.sleep(0.2)
         records = _records(out)
         # the whole watch is on file: both loops, to the eval's exit ...
@@ -90,7 +94,7 @@ def test_a_slow_hook_does_not_hold_up_the_jsonl_of_a_real_watch(eval_runner: Any
         assert _alive(pid) and not (hook_dir / "finished.1").exists()
         assert not (hook_dir / "started.2").exists()
         (hook_dir / "release").touch()
-        stdout, stderr = watcher.communicate(timeout=180)
+        stdout, stderr = watcher.communicate(timeout=900)
     finally:
         if watcher.poll() is None:
             watcher.kill()

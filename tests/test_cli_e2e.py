@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 
-def cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None
+def cli(*args: str, timeout: float = 900, env: dict[str, str] | None = None
         ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL,
@@ -148,11 +148,14 @@ def test_record_then_replay_finds_the_same(eval_runner: Any, tmp_path: Path) -> 
 
 def test_on_finding_command_gets_json_and_failures_do_not_stop(eval_runner: Any,
                                                                tmp_path: Path) -> None:
-    proc = eval_runner("loops", tool_delay=0.1)
+    # kept inspectable until the watch has read it (on a busy machine the watch may start
+    # after the eval ended), then released by the watch
+    proc = eval_runner("loops", "--ctl-server", "keep", tool_delay=0.1)
     proc.discovery()
     sink = tmp_path / "hook.jsonl"
     hook = f"{sys.executable} -c \"import sys; open({str(sink)!r}, 'a').write(sys.stdin.read())\""
-    res = cli("watch", "--poll", "0.3", "--quiet", "--no-color", "--on-finding", hook)
+    res = cli("watch", "--poll", "0.3", "--quiet", "--no-color", "--on-finding", hook,
+              "--release-when-done")
     assert res.returncode == 0, res.stderr
     got = [json.loads(line) for line in sink.read_text().splitlines()]
     assert got and all(d["schema"] == 1 and d["status"] != "ended" for d in got)

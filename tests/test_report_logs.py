@@ -22,10 +22,11 @@ ROW = "| loops | inspect\\_watch\\_scripted/test | 3 | 3 | 0 | 0 | accuracy 1, s
 def _watch_loops(eval_runner: Any, tmp_path: Path) -> tuple[Path, Path]:
     """A live watch of a real `loops` eval (its three samples all succeed, accuracy 1.0):
     the findings file, and the log it names."""
-    proc = eval_runner("loops", tool_delay=0.1)
+    proc = eval_runner("loops", "--ctl-server", "keep", tool_delay=0.1)
     proc.discovery()
     out = tmp_path / "findings.jsonl"
-    res = cli("watch", "--poll", "0.3", "--quiet", "--format", "jsonl", "-o", str(out))
+    res = cli("watch", "--poll", "0.3", "--quiet", "--format", "jsonl", "-o", str(out),
+              "--release-when-done")
     assert res.returncode == 0, res.stderr
     proc.wait()
     [log] = proc.logs()

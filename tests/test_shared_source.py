@@ -250,14 +250,14 @@ def _holds_every_end(out: Path, posthoc: Collect) -> Callable[[], bool]:
 @pytest.fixture(scope="module")
 def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     tmp = tmp_path_factory.mktemp("shared")
-    # --log-buffer 2: a completed sample waits in the buffer for another before both are
-    # flushed to the log (so a manifest lists it completed, read to its end from there)
-    proc = start_eval(tmp, "shared", "--log-shared", SYNC, "--retry-on-error", "1",
-                      "--log-buffer", "2", tool_delay=1.0)
-    proc.log_dir.mkdir(parents=True, exist_ok=True)
-    mirror = Mirror(proc.log_dir, f"{MEMORY}/logs")
+    # every watcher is up before the eval starts: one that met the flaky sample in the
+    # middle of its retry (a busy machine starts a process slowly) would report its
+    # findings under the attempt it met (documented), not the log's
+    log_dir = tmp / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    mirror = Mirror(log_dir, f"{MEMORY}/logs")
     mirror.start()
-    where = {"local": str(proc.log_dir), "memory": f"{MEMORY}/logs"}
+    where = {"local": str(log_dir), "memory": f"{MEMORY}/logs"}
     stop = threading.Event()
     driven = {k: Driven() for k in where}
     drivers = [threading.Thread(target=drive, args=(SharedLogSource(url), stop, driven[k]),
@@ -269,12 +269,19 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     # the command itself, as a user runs it on the watching machine
     cli_out = tmp / "cli.jsonl"
     cli = subprocess.Popen(
-        [sys.executable, "-m", "watcher", "watch", "--log-dir", str(proc.log_dir), "--follow",
+        [sys.executable, "-m", "watcher", "watch", "--log-dir", str(log_dir), "--follow",
          "--poll", "0.25", "--format", "jsonl", "--output", str(cli_out)],
         stdout=subprocess.DEVNULL, stderr=(tmp / "cli.err").open("wb"),
         stdin=subprocess.DEVNULL, preexec_fn=default_sigint)
     for t in drivers:
         t.start()
+    _wait(lambda: cli_out.exists() or cli.poll() is not None)  # it opened its output
+    _wait(lambda: all(h.status() is not None for h in handles.values()))
+    # --log-buffer 2: a completed sample waits in the buffer for another before both are
+    # flushed to the log (so a manifest lists it completed, read to its end from there)
+    proc = start_eval(tmp, "shared", "--log-shared", SYNC, "--retry-on-error", "1",
+                      "--log-buffer", "2", tool_delay=1.0)
+    assert proc.log_dir == log_dir
     try:
         assert proc.wait(600) == 0, proc.output.read_text()[-3000:]
         ended_at = time.time()
@@ -853,3 +860,26 @@ def test_reads_are_bounded(shared_run: Run, monkeypatch: pytest.MonkeyPatch, env
     _assert_the_logs_events(shared_run, driver.out)
     said = [n for n in driver.out.notices if n.kind == "unreadable"]
     assert said and all(what in n.message for n in said)
+
+
+def test_a_model_event_copied_between_its_two_completion_writes_is_held() -> None:
+    """Inspect clears a model event's ``pending`` and only then writes its start time and
+    ``completed``; a sync between the two copied the first (seen under load: the live
+    event's timestamp and ``completed`` differed from the log's). It is served pending (the
+    stream reads it again) until its final form arrives, at most UNTIMED_READS times; an
+    Inspect that never writes ``completed`` is then served as it is."""
+    from watcher.sources import shared
+
+    src = SharedLogSource("memory:///untimed-nowhere")
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
+    untimed = {"event": "model", "uuid": "m1", "pending": None, "timestamp": 2.0}
+    final = {**untimed, "timestamp": 1.0, "completed": 3.0}
+    tool = {"event": "tool", "uuid": "t1", "pending": None}
+    [held, kept] = src._untimed_pending(task, [untimed, tool])
+    assert held["pending"] is True and kept is tool
+    assert src._untimed_pending(task, [final, tool]) == [final, tool]
+    for _ in range(shared.UNTIMED_READS - 1):
+        assert src._untimed_pending(task, [untimed])[0]["pending"] is True
+    assert src._untimed_pending(task, [untimed]) == [untimed]  # never completed: as is
+    other = {**untimed, "uuid": "m2"}
+    assert src._untimed_pending(task, [other]) == [other]  # and so for the whole eval
