@@ -43,7 +43,7 @@ from watcher.notify import PER_MINUTE as NOTIFY_RATE
 from watcher.reporters import OutputError, OutputOptions, Reporter, ReporterError, get_reporter
 from watcher.reporters.remote import is_url
 from watcher.run.router import AlertSink, Decider, Sink
-from watcher.run.runner import Selector
+from watcher.run.values import Selector
 from watcher.run.watch import Watch, WatchConfig
 from watcher.state import StateError, WatchState
 from watcher.summary import ReportContext, StatusSnapshot

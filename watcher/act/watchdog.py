@@ -55,7 +55,7 @@ from watcher.handoff import (
     process_running,
 )
 from watcher.reporters.formatting import fmt_clock
-from watcher.run.runner import Origin
+from watcher.run.values import Origin
 from watcher.sanitize import clean_text, neutralise_quotes
 from watcher.sources.base import (
     NotFound,

@@ -38,9 +38,11 @@ from watcher.run.budget import (
     task_spend,
 )
 from watcher.run.router import AlertSink, Decider, Handoff, Router, Sink
-from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector, row_end
+from watcher.run.runner import Runner
 from watcher.run.sources import SourcePicker
 from watcher.run.status import run_summary, status_snapshot
+from watcher.run.tracked import row_end
+from watcher.run.values import PROCESS_EXIT_GRACE, RunOptions, Selector
 from watcher.starting import starting_evals
 from watcher.state import WatchState
 from watcher.summary import RunSummary, StatusSnapshot
@@ -369,7 +371,7 @@ class Watch:
         if tasks_read is None:
             tasks_read = self._tasks_read()
         if samples_read is None:
-            samples_read = any(tw.streams for sw in self.runner.watchers.values()
+            samples_read = any(tw.samples for sw in self.runner.watchers.values()
                                for tw in sw.tasks.values())
         if not tasks_read:
             if sel.task:
