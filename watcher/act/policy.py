@@ -38,7 +38,7 @@ import difflib
 import math
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from watcher.engine.errors import (
     WrongTypeError,
 )
 from watcher.engine.lang.ctx import Ctx
+from watcher.engine.lang.facts import FACT_OPS, ORDER_OPS, fact_test
 from watcher.engine.yamlsrc import MAX_FILE_BYTES, Doc, load_docs
 from watcher.findings import SPEND_FACTS, Finding, confidence_rank
 
@@ -64,7 +65,6 @@ VERBS = ("cancel_sample", "cancel_tool_call", "drain_task", "pause_task")
 OFF = "off"
 SAMPLE_ACTIONS = ("score", "cancel")  # what cancel_sample may do (never "error")
 ACT_LEVELS = ("medium", "high")  # the watchdog never acts on a low finding
-FACT_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
 ACT_KEYS = ("verb", "action", "now", "when", "grace")
 GRACE_KEYS = ("events", "seconds")
 FILE_KEYS = ("defaults", "rules", "categories", "run")
@@ -94,22 +94,13 @@ class FactTest:
     line: int = 0
     col: int = 0
 
+    test: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", fact_test(self.op, self.value))
+
     def holds(self, facts: Mapping[str, Any]) -> bool:
-        v = facts.get(self.name)
-        want = self.value
-        if self.op in ("gt", "gte", "lt", "lte"):
-            if not isinstance(v, int | float) or isinstance(v, bool):
-                return False
-            return {"gt": v > want, "gte": v >= want, "lt": v < want, "lte": v <= want}[self.op]
-        if self.op == "in":
-            return any(_eq(v, w) for w in want)
-        return _eq(v, want) if self.op == "eq" else not _eq(v, want)
-
-
-def _eq(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) != isinstance(b, bool):
-        return False
-    return bool(a == b)
+        return self.test(facts.get(self.name))
 
 
 @dataclass(frozen=True)
@@ -351,10 +342,10 @@ def _when(value: Any, ctx: _Ctx, path: Path_) -> tuple[str, tuple[FactTest, ...]
                           f"did you mean {close[0]!r}?" if close else
                           "operators: " + ", ".join(FACT_OPS), at_key=True)
                 continue
-            if op in ("gt", "gte", "lt", "lte") and not ctx.wants(
+            if op in ORDER_OPS and not ctx.wants(
                     want, (int, float), p + (op,), op, "a number"):
                 continue
-            if op in ("gt", "gte", "lt", "lte") and not math.isfinite(want):
+            if op in ORDER_OPS and not math.isfinite(want):
                 ctx.error(BadValueError, p + (op,), f"{op} must be a finite number, not "
                           f"{str(want)[:40]}", "a comparison with NaN or an infinity "
                           "never holds (or always does): the action would be off unsaid")
