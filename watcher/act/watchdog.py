@@ -43,7 +43,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from watcher.act import MAX_ACTIONS, MAX_PER_TASK
+from watcher.act.control import ControlClient
 from watcher.act.policy import ActSpec, InterruptSpec, Policy
+from watcher.act.verbs import CANCEL_SAMPLE, INTERRUPT_RUN, VERBS, said, scope_of
 from watcher.discovery import ControlServer, pid_alive, read_server, serving_pid
 from watcher.findings import Action, Finding, Notice, SampleRef, confidence_rank
 from watcher.handoff import (
@@ -56,7 +58,7 @@ from watcher.handoff import (
 )
 from watcher.reporters.formatting import fmt_clock
 from watcher.run.values import Origin
-from watcher.sanitize import clean_text, neutralise_quotes
+from watcher.sanitize import clean_text
 from watcher.sources.base import (
     NotFound,
     ProcessGone,
@@ -201,11 +203,11 @@ class Watchdog:
         (nor alerted, nor counted for ``--fail-on``). ``None``: not this watchdog's."""
         s = f.sample
         with self._lock:
-            verb, what = "cancel_sample", "the sample's cancel"
+            verb, what = CANCEL_SAMPLE.name, "the sample's cancel"
             at = self._cancelled.get((s.eval_id, s.sample_id, s.epoch, s.attempt))
             run_at = self._interrupted.get(s.pid) if s.pid is not None else None
             if run_at is not None and (at is None or run_at < at):
-                verb, what, at = "interrupt_run", f"the run's interrupt (pid {s.pid})", run_at
+                verb, what, at = INTERRUPT_RUN, f"the run's interrupt (pid {s.pid})", run_at
             facts = f.evidence.facts
             # a row-driven finding's time is the sample's last event before the row came,
             # so the limit the cancel set is told by its kind, `operator` (Inspect's word
@@ -368,7 +370,7 @@ class Watchdog:
         if why_not:
             return spec, f"{spec.describe()}, but it cannot act on this eval ({why_not})"
         dry = " (a dry run: it only asks the server what would change)" if self.dry_run else ""
-        if f.category == "budget" and spec.verb in ("drain_task", "pause_task"):
+        if f.category == "budget" and VERBS[spec.verb].about_task:
             # about the task: whichever of its samples the finding names need not run on
             waited = (f"after {spec.grace_words()}, " if spec.grace_events or spec.grace_seconds
                       else "at once, ")
@@ -394,8 +396,7 @@ class Watchdog:
             done = list(self._done.get(f.id, ()))
         if spec is None or not (plan or done):
             return out
-        scope = {"cancel_tool_call": "tool_call", "drain_task": "task",
-                 "pause_task": "task"}.get(spec.verb, "sample")
+        scope = scope_of(spec.verb)
         mine = action(spec.verb, "watchdog", scope, f, changes=not self.dry_run,
                       note="; ".join(done) if done else (plan or ""),
                       status="taken" if done else "planned", mode=self.mode,
@@ -425,7 +426,7 @@ class Watchdog:
             self._acted.add(key)
             return [self._record(f, None, "skipped", "an earlier watch with this --state "
                                  f"already interrupted pid {server.pid}: not again",
-                                 reason="already_acted", scope="run", verb="interrupt_run")]
+                                 reason="already_acted", scope="run", verb=INTERRUPT_RUN)]
         with self._lock:
             self._pending[key] = _Pending(key, f, server, None, since=self.clock(),
                                           args={"signal": "SIGINT"})
@@ -499,7 +500,7 @@ class Watchdog:
             p.failures += 1
             if p.failures >= READ_FAILURES:
                 self._give_up(p, "failed", f"the sample could not be read {p.failures} times "
-                              f"in a row ({_said(str(e))}): nothing was done", "unreadable")
+                              f"in a row ({said(str(e))}): nothing was done", "unreadable")
         return None
 
     def _give_up(self, p: _Pending, outcome: str, message: str, reason: str) -> None:
@@ -516,13 +517,12 @@ class Watchdog:
         """Why the sample is not (any more) the one to act on, or ``None``. A task's
         budget finding is about the task: the sample it names may have ended."""
         f = p.finding
-        if f.category == "budget" and p.spec is not None and p.spec.verb in (
-                "drain_task", "pause_task"):
+        if f.category == "budget" and p.spec is not None and VERBS[p.spec.verb].about_task:
             return None
         status = str(row.get("status") or "unknown")
         if status != "running":
             return ("sample_not_running", f"the sample is no longer running (its row says "
-                    f"{_said(status)}): nothing was done")
+                    f"{said(status)}): nothing was done")
         retries = row.get("retries") or 0
         attempt = (retries if isinstance(retries, int) else 0) + 1
         if attempt != f.sample.attempt:
@@ -534,7 +534,7 @@ class Watchdog:
                     "evidence (it was re-queued): nothing was done")
         if row.get("interrupt"):
             return ("cancel_pending", f"a cancel of the sample is already pending (interrupt "
-                    f"{_said(str(row['interrupt']))}): nothing more was done")
+                    f"{said(str(row['interrupt']))}): nothing more was done")
         return None
 
     def _check(self, p: _Pending) -> None:
@@ -625,23 +625,8 @@ class Watchdog:
 
     def _request(self, p: _Pending, *, dry_run: bool) -> ControlAnswer:
         assert p.spec is not None
-        s = p.finding.sample
-        client = self._client(p.server)
-        verb = p.spec.verb
-        if verb == "cancel_sample":
-            return client.call("POST", f"/evals/{s.eval_id}/sample/cancel", {
-                "sample_id": s.sample_id, "epoch": s.epoch, "action": p.args["action"],
-                "dry_run": dry_run})
-        if verb == "cancel_tool_call":
-            return client.call("POST", f"/evals/{s.eval_id}/sample/cancel-tool-call", {
-                "sample_id": s.sample_id, "epoch": s.epoch,
-                "tool_call_id": p.args.get("tool_call_id"), "dry_run": dry_run})
-        if verb == "drain_task":
-            return client.call("POST", f"/tasks/{s.task_id}/drain", {"dry_run": dry_run})
-        if verb == "pause_task":
-            return client.call("POST", f"/tasks/{s.task_id}/pause", {
-                "now": bool(p.args.get("now")), "dry_run": dry_run})
-        raise ValueError(f"unknown verb {verb!r}")
+        return ControlClient(self._client(p.server)).send(
+            VERBS[p.spec.verb], p.finding.sample, p.args, dry_run=dry_run)
 
     def _ask(self, p: _Pending, *, dry_run: bool) -> ControlAnswer | None:
         """Send the request; a transport failure is recorded (``None``)."""
@@ -653,13 +638,14 @@ class Watchdog:
             reason = ("no_answer" if isinstance(e, SourceBusy) else "process_gone"
                       if isinstance(e, ProcessGone) else "bad_answer")
             what = "the dry run" if dry_run else "the request"
-            self._emit(p.finding, p.spec, "failed", f"{what} failed: {_said(str(e))}",
+            self._emit(p.finding, p.spec, "failed", f"{what} failed: {said(str(e))}",
                        reason=reason, args=p.args)
             return None
 
     def _act(self, p: _Pending, met: str, events: int | None) -> None:
         assert p.spec is not None
         verb = p.spec.verb
+        declared = VERBS[verb]
         details = {"grace_met": met, "checks_after_grace": p.checks,
                    "waited": round(self.clock() - p.since, 3),
                    "events_since": None if events is None or p.events0 is None
@@ -677,7 +663,7 @@ class Watchdog:
             return
         if not self._answered(p, dry, dry_run=True, details=details):
             return
-        if verb == "cancel_tool_call" and isinstance(dry.body, dict) and dry.body.get(
+        if declared.scope == "tool_call" and isinstance(dry.body, dict) and dry.body.get(
                 "tool_call_id"):
             p.args["tool_call_id"] = str(dry.body["tool_call_id"])  # what the dry run showed
         self._count(p)
@@ -685,7 +671,7 @@ class Watchdog:
             self._drop(p)
             self._acted.add(p.key)
             self._emit(p.finding, p.spec, "dry_run", f"dry run: the server says it would "
-                       f"{_verb_words(verb, p.args)} ({_changed(dry)}); --dry-run: nothing was "
+                       f"{declared.doing(p.args)} ({_changed(dry)}); --dry-run: nothing was "
                        "sent", dry=dry, args=p.args, **details)
             return
         row = self._read(p)  # once more, just before acting
@@ -705,7 +691,7 @@ class Watchdog:
         self._acted.add(p.key)
         s = p.finding.sample
         target = (s.eval_id, s.sample_id, s.epoch, s.attempt)
-        if verb == "cancel_sample":  # from now on, what begins on it is the cancel's doing
+        if declared.confirmed_by_row:  # from now on, what begins on it is the cancel's doing
             with self._lock:
                 self._cancelled[target] = self.clock()
         real = self._ask(p, dry_run=False)
@@ -714,19 +700,16 @@ class Watchdog:
             with self._lock:
                 self._cancelled.pop(target, None)
             return
-        words = _verb_words(verb, p.args)
-        if verb == "cancel_sample":
+        words = declared.doing(p.args)
+        if declared.confirmed_by_row:
             p.phase, p.requested_at = "confirm", self.clock()
             self._emit(p.finding, p.spec, "requested", f"{words.capitalize()} requested; the "
                        f"server accepted it ({_changed(real)}); the sample ends when Inspect "
                        "has stopped it", dry=dry, real=real, args=p.args, **details)
             return
         self._drop(p)
-        tail = {"cancel_tool_call": "; the sample continues (the model sees a tool timeout)",
-                "drain_task": "; running samples finish on their own",
-                "pause_task": ""}.get(verb, "")
         self._emit(p.finding, p.spec, "requested", f"{words.capitalize()} requested; the "
-                   f"server accepted it ({_changed(real)}){tail}", dry=dry, real=real,
+                   f"server accepted it ({_changed(real)}){declared.after}", dry=dry, real=real,
                    args=p.args, **details)
 
     def _answered(self, p: _Pending, ans: ControlAnswer, *, dry_run: bool,
@@ -734,18 +717,19 @@ class Watchdog:
         """Whether the server's answer lets the action go on; else it is recorded."""
         assert p.spec is not None
         verb = p.spec.verb
+        declared = VERBS[verb]
         what = "its dry run" if dry_run else "the request"
         given = {"dry": ans if dry_run else dry, "real": None if dry_run else ans}
         if ans.route_missing:
-            self._cannot_act(p, verb, f"its control server has no {_route(verb)} route (an "
+            self._cannot_act(p, verb, f"its control server has no {declared.shown_route} route (an "
                              "older Inspect)")
             self._drop(p)
             self._emit(p.finding, p.spec, "unsupported", f"not acting: the eval's control "
-                       f"server has no {_route(verb)} route (an older Inspect); the finding "
-                       "keeps its hand-off", reason="route_missing", args=p.args, **given,
+                       f"server has no {declared.shown_route} route (an older Inspect); the "
+                       "finding keeps its hand-off", reason="route_missing", args=p.args, **given,
                        **details)
             return False
-        if (verb == "cancel_tool_call" and dry_run and ans.status == 409
+        if (declared.scope == "tool_call" and dry_run and ans.status == 409
                 and isinstance(ans.body, dict) and isinstance(ans.body.get("pending"), list)
                 and "tool_call_id" not in p.args):
             chosen = _pick_tool_call(ans.body["pending"], p.finding)
@@ -759,7 +743,7 @@ class Watchdog:
                 self._drop(p)
                 reason = ans.body.get("reason")
                 self._emit(p.finding, p.spec, "skipped", f"{what}: the server says nothing "
-                           f"would change" + (f" ({_said(str(reason))})" if reason else "")
+                           f"would change" + (f" ({said(str(reason))})" if reason else "")
                            + ": nothing more was done", reason="nothing_to_do",
                            args=p.args, **given, **details)
                 return False
@@ -767,11 +751,11 @@ class Watchdog:
         self._drop(p)
         if ans.status == 404:
             self._emit(p.finding, p.spec, "skipped", f"{what}: the server does not know the "
-                       f"target ({_said(ans.error or 'not found')}): nothing was done",
+                       f"target ({said(ans.error or 'not found')}): nothing was done",
                        reason="not_found", args=p.args, **given, **details)
         else:
             self._emit(p.finding, p.spec, "failed", f"{what}: the server refused it (HTTP "
-                       f"{ans.status}: {_said(ans.error or 'no reason given')})",
+                       f"{ans.status}: {said(ans.error or 'no reason given')})",
                        reason="refused", args=p.args, **given, **details)
         return False
 
@@ -851,15 +835,15 @@ class Watchdog:
         if by_cancel:
             self._drop(p)
             self._emit(p.finding, p.spec, "confirmed", f"{where} shows the sample ended "
-                       f"by the cancel (status {_said(status)}"
-                       + (f", limit {_said(str(limit))}" if limit else "") + ")",
+                       f"by the cancel (status {said(status)}"
+                       + (f", limit {said(str(limit))}" if limit else "") + ")",
                        args=p.args, waited=round(waited, 3))
             return True
         if status in ("error", "cancelled", "completed") and limit not in (None, ""):
             self._drop(p)
             self._emit(p.finding, p.spec, "unconfirmed", f"the sample ended, but {where} "
-                       f"does not say by the cancel (status {_said(status)}, limit "
-                       f"{_said(str(limit))})", reason="ended_otherwise", args=p.args)
+                       f"does not say by the cancel (status {said(status)}, limit "
+                       f"{said(str(limit))})", reason="ended_otherwise", args=p.args)
             return True
         if waited >= CONFIRM_SECONDS:
             self._drop(p)
@@ -880,7 +864,7 @@ class Watchdog:
         except ProcessGone:
             self._drop(p)
             self._emit(p.finding, None, "skipped", f"pid {pid} is gone: nothing was done",
-                       reason="process_gone", scope="run", verb="interrupt_run",
+                       reason="process_gone", scope="run", verb=INTERRUPT_RUN,
                        args=p.args)
             return
         except SourceError:
@@ -896,20 +880,20 @@ class Watchdog:
         if limit is not None:
             self._drop(p)
             self._emit(p.finding, None, "skipped", limit[1], reason=limit[0], scope="run",
-                       verb="interrupt_run", args=p.args, **details)
+                       verb=INTERRUPT_RUN, args=p.args, **details)
             return
         why = _share_words(high, total, spec)
         if not pid_alive(pid):
             self._drop(p)
             self._emit(p.finding, None, "skipped", f"pid {pid} is gone: nothing was done",
-                       reason="process_gone", scope="run", verb="interrupt_run",
+                       reason="process_gone", scope="run", verb=INTERRUPT_RUN,
                        args=p.args, **details)
             return
         unverified = _not_serving(p.server)
         if unverified is not None:
             self._drop(p)
             self._emit(p.finding, None, "skipped", f"no signal was sent: {unverified}",
-                       reason="not_verified", scope="run", verb="interrupt_run",
+                       reason="not_verified", scope="run", verb=INTERRUPT_RUN,
                        args=p.args, **details)
             return
         self._count(p)
@@ -918,12 +902,12 @@ class Watchdog:
             self._acted.add(p.key)
             self._emit(p.finding, None, "dry_run", f"dry run: {why}, so it would send SIGINT "
                        f"to pid {pid} (kill -INT, the graceful shutdown); --dry-run: nothing "
-                       "was sent", scope="run", verb="interrupt_run", args=p.args, **details)
+                       "was sent", scope="run", verb=INTERRUPT_RUN, args=p.args, **details)
             return
-        remembered = self._remember(p, "interrupt_run")
+        remembered = self._remember(p, INTERRUPT_RUN)
         if remembered != "ok":
             self._drop(p)
-            self._not_remembered(p, remembered, scope="run", verb="interrupt_run",
+            self._not_remembered(p, remembered, scope="run", verb=INTERRUPT_RUN,
                                  args=p.args, **details)
             return
         self._acted.add(p.key)
@@ -937,11 +921,11 @@ class Watchdog:
                 self._interrupted.pop(pid, None)
             self._emit(p.finding, None, "failed", f"SIGINT to pid {pid} failed: "
                        f"{e.strerror or e}", reason="signal_failed", scope="run",
-                       verb="interrupt_run", args=p.args, **details)
+                       verb=INTERRUPT_RUN, args=p.args, **details)
             return
         self._emit(p.finding, None, "requested", f"{why}: sent SIGINT to pid {pid} (kill -INT, "
                    "the graceful shutdown, as Ctrl+C); the eval decides what follows",
-                   scope="run", verb="interrupt_run", args=p.args, **details)
+                   scope="run", verb=INTERRUPT_RUN, args=p.args, **details)
 
     # -- records -----------------------------------------------------------------------
 
@@ -952,8 +936,7 @@ class Watchdog:
                 **details: Any) -> Action:
         verb = verb or (spec.verb if spec is not None else "")
         if scope is None:
-            scope = {"cancel_tool_call": "tool_call", "drain_task": "task",
-                     "pause_task": "task"}.get(verb, "sample")
+            scope = scope_of(verb)
         record = Action(
             message=message, sample=f.sample, at=self.clock(), details=details, verb=verb,
             args=dict(args if args is not None else (spec.args if spec else {})),
@@ -1007,35 +990,12 @@ def _not_serving(server: ControlServer) -> str | None:
     return None
 
 
-def _said(text: str) -> str:
-    """The server's (or the eval's) words, quoted and cleaned: never our own words."""
-    return f"«{neutralise_quotes(clean_text(text, 300, one_line=True))}»"
-
-
 def _changed(ans: ControlAnswer) -> str:
     body = ans.body if isinstance(ans.body, dict) else {}
     out = f"changed: {str(body.get('changed')).lower()}"
     if body.get("reason"):
-        out += f"; it said {_said(str(body['reason']))}"
+        out += f"; it said {said(str(body['reason']))}"
     return out
-
-
-def _verb_words(verb: str, args: dict[str, Any]) -> str:
-    if verb == "cancel_sample":
-        return f"cancel the sample (action {args.get('action', 'score')})"
-    if verb == "cancel_tool_call":
-        call = args.get("tool_call_id")
-        return "cancel the pending tool call" + (f" {_said(str(call))}" if call else "")
-    if verb == "drain_task":
-        return "drain the task"
-    if verb == "pause_task":
-        return "pause the task" + (" now" if args.get("now") else "")
-    return verb
-
-
-def _route(verb: str) -> str:
-    return {"cancel_sample": "/sample/cancel", "cancel_tool_call": "/sample/cancel-tool-call",
-            "drain_task": "/tasks/{id}/drain", "pause_task": "/tasks/{id}/pause"}.get(verb, verb)
 
 
 def _pick_tool_call(pending: list[Any], f: Finding) -> str | None:
