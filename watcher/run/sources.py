@@ -50,6 +50,7 @@ class SourcePicker:
         self.read_timeout = read_timeout  # a control socket's per-read timeout
         self.selector = selector or Selector()
         self.shard = shard  # --shard K/N: only the logs of that share (watcher.shard)
+        self.follow, self.once = follow, once
         # --log-dir --follow: the log directory as a live source (running evals' shared
         # sample buffers, and new logs as they come)
         self.shared: SharedLogSource | None = None
