@@ -4,8 +4,9 @@ One :class:`SourceWatcher` per source (an eval process's control socket, the
 CLI, a log directory, a replay) runs its own thread, so a busy eval that stalls
 its reads never delays the others. Each task in it has a :class:`TaskWatcher`
 that finds samples through the listing's ``active_since`` delta, polls only the
-samples that changed (plus a periodic resync), feeds completed events to the
-engine and ticks the clock-driven rules. Everything it produces goes to one
+samples that changed (plus a periodic resync), and hands each read to the sample's
+:class:`~watcher.run.tracked.TrackedSample`, which feeds completed events to the engine
+and ticks its clock-driven rules. Everything it produces goes to one
 queue that the caller drains on its own thread (:mod:`watcher.run.router` decides
 what it means), so reporters and the state file are only ever touched from one
 place; each output comes off the queue with the :class:`Origin` it was read from.
@@ -114,7 +115,8 @@ class TaskWatcher:
         self.refreshed_at = 0.0  # open findings last refreshed (refresh_open)
 
     def recent_events(self, sample_id: str, epoch: int) -> list[dict[str, Any]]:
-        """The sample's last events, oldest first (see :data:`RECENT_FIELDS`)."""
+        """The sample's last events, oldest first (see
+        :data:`~watcher.run.tracked.RECENT_FIELDS`)."""
         tracked = self.samples.get((sample_id, epoch))
         return tracked.recent_events() if tracked is not None else []
 

@@ -82,8 +82,8 @@ class RunOptions:
     # (k, n): read only the samples of shard k of n (a parallel post-hoc worker); the
     # others still count in the task context, so sample rules judge them all alike
     shard: tuple[int, int] | None = None
-    # the last this many events of each sample are kept, shortened (RECENT_FIELDS), for a
-    # front end to show (:meth:`TaskWatcher.recent_events`); 0: none
+    # the last this many events of each sample are kept, shortened (tracked.RECENT_FIELDS),
+    # for a front end to show (TaskWatcher.recent_events); 0: none
     recent_events: int = 0
 
     def owns(self, sample_id: str, epoch: int) -> bool:
