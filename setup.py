@@ -43,6 +43,7 @@ COMPILED = [
     "watcher/engine/detectors/unseen.py",
     # load time, but what they build runs per event: getters, predicates, searches,
     # exception and fact tests are closures defined in these modules
+    "watcher/engine/lang/facts.py",
     "watcher/engine/lang/paths.py",
     "watcher/engine/lang/nodes.py",
     "watcher/engine/lang/regex.py",

@@ -17,7 +17,7 @@ from watcher import app
 from watcher.cli import main
 from watcher.exit_codes import ExitCode
 from watcher.findings import Finding, Notice
-from watcher.run.runner import Origin
+from watcher.run.values import Origin
 from watcher.summary import ReportContext, RunSummary, StatusSnapshot
 
 LOG = "docent-intercode-ctf-gpt4o.eval"

@@ -321,7 +321,8 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from watcher.app import WatchOptions, load_engine
-    from watcher.run.runner import LISTING_EVERY_WITH_BUFFER, RunOptions, TaskWatcher
+    from watcher.run.runner import LISTING_EVERY_WITH_BUFFER, TaskWatcher
+    from watcher.run.values import RunOptions
 
     src = MovedSource()
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
@@ -329,7 +330,7 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
         tw = TaskWatcher(src, task, load_engine(WatchOptions()), RunOptions(),  # type: ignore[arg-type]
                          WatchState(), lambda out: None, pool)
         tw.cycle(100.0)  # the first cycle lists before anything else
-        assert src.listings == 1 and set(tw.streams) == {("s1", 1), ("s2", 1)}
+        assert src.listings == 1 and set(tw.samples) == {("s1", 1), ("s2", 1)}
         src.read.clear()
         src.moved = {("s2", 1)}
         tw.cycle(100.5)
@@ -342,7 +343,7 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
             tw._listing.result()
         assert src.listings == 2
         tw.cycle(101.5)  # the listing that returned is taken in
-        assert ("s3", 1) in tw.streams
+        assert ("s3", 1) in tw.samples
         src.read.clear()
         tw.cycle(101.5 + LISTING_EVERY_WITH_BUFFER)
         if tw._listing is not None:
@@ -429,7 +430,8 @@ def test_reads_served_in_process_stay_on_the_cycle_thread() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from watcher.app import WatchOptions, load_engine
-    from watcher.run.runner import RunOptions, TaskWatcher
+    from watcher.run.runner import TaskWatcher
+    from watcher.run.values import RunOptions
 
     src = ThreadedSource()
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
@@ -525,7 +527,8 @@ def test_a_slow_task_list_does_not_hold_up_buffered_reads() -> None:
     the cycle (its answer serves the next one): moved samples are read while the eval
     has not answered, and an error it answers with surfaces one cycle later."""
     from watcher.app import WatchOptions, load_engine
-    from watcher.run.runner import RunOptions, SourceWatcher
+    from watcher.run.runner import SourceWatcher
+    from watcher.run.values import RunOptions
     from watcher.sources.base import ProcessGone
 
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
@@ -629,7 +632,8 @@ def test_finished_samples_end_while_the_listing_does_not_answer(
     monkeypatch.setattr(buffer, "TAIL_INTERVAL", 3.0)
 
     from watcher.app import WatchOptions, load_engine
-    from watcher.run.runner import RunOptions, TaskWatcher
+    from watcher.run.runner import TaskWatcher
+    from watcher.run.values import RunOptions
     from watcher.stream import SampleStream
 
     proc = eval_runner("multi", "--max-samples", "4", "-T", "samples=4", "-T", "steps=4",
@@ -659,15 +663,16 @@ def test_finished_samples_end_while_the_listing_does_not_answer(
                     tw.cycle(time.time())
                 except SourceBusy:
                     pass  # the listing's failure: the source watcher goes on the same way
-                if len(tw.streams) == 4 and tw.buffered:
+                if len(tw.samples) == 4 and tw.buffered:
                     src.stop = True
-                if src.stop and all(s.done for s in tw.streams.values()):
+                if src.stop and tw.read_to_end:
                     break
                 time.sleep(0.2)
         finally:
             SampleStream.poll = real_poll  # type: ignore[method-assign]
     assert src.stop, "the listing never stopped: the test is vacuous"
-    assert all(s.done for s in tw.streams.values()), {k: s.done for k, s in tw.streams.items()}
+    assert all(t.stream.done for t in tw.samples.values()), {
+        k: t.stream.done for k, t in tw.samples.items()}
     assert src.inner.buffer_ends >= 1
     expected = log_events(proc.log_dir)
     for key, uuids in seen.items():

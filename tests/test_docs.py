@@ -137,7 +137,8 @@ def test_the_action_table_lists_the_fields_of_an_action_record() -> None:
     reasons = set(re.findall(r"`(\w+)`", DOC[DOC.index("| `reason` |"):].split("\n", 1)[0]))
     import watcher.act.watchdog as watchdog  # the imported one (the compiled tree's too)
 
-    code = Path(watchdog.__file__).read_text()
+    # the watchdog and its steps (watcher/act/*.py): every reason a record can carry
+    code = "\n".join(p.read_text() for p in sorted(Path(watchdog.__file__).parent.glob("*.py")))
     used = set(re.findall(r'reason="(\w+)"', code)) | set(re.findall(
         r'return \("(\w+)",', code)) | set(re.findall(r'"(\w+)" if isinstance\(e, \w+\)', code))
     assert {"route_missing", "limit_run", "no_answer", "already_acted"} <= used

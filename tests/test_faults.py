@@ -27,7 +27,8 @@ from tests.fakeserver import FakeControlServer, model_event, tool_event
 from watcher.engine import Engine, load_rules
 from watcher.engine.runtime import SampleWatch
 from watcher.findings import Finding, Notice, SampleRef
-from watcher.run.runner import Runner, RunOptions
+from watcher.run.runner import Runner
+from watcher.run.values import RunOptions
 from watcher.run.watch import Watch, WatchConfig
 from watcher.sources.base import BadResponse, ProcessGone, SourceBusy
 from watcher.sources.http import HttpSource
@@ -514,7 +515,7 @@ def test_sigkilled_eval_is_reported_and_the_watch_goes_on(eval_runner: Any,
     try:
         deadline = time.time() + 120
         while time.time() < deadline and not any(
-                sw.tasks and any(tw.streams for tw in sw.tasks.values())
+                sw.tasks and any(tw.samples for tw in sw.tasks.values())
                 for sw in watch.runner.watchers.values()):
             time.sleep(0.2)
         time.sleep(1.0)

@@ -22,7 +22,7 @@ from watcher.cli import main
 from watcher.reporters.examples import example_snapshots
 from watcher.reporters.jsonl import JsonlReporter
 from watcher.reporters.remote import RemoteReporter
-from watcher.run.runner import Selector
+from watcher.run.values import Selector
 from watcher.summary import ReportContext
 
 

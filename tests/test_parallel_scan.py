@@ -19,7 +19,7 @@ from tests.corpus import CORPUS
 from tests.evalproc import default_sigint
 from watcher.engine import Engine, load_rules
 from watcher.findings import Finding, Notice
-from watcher.run.runner import RunOptions
+from watcher.run.values import RunOptions
 from watcher.run.watch import Watch, WatchConfig
 from watcher.state import WatchState
 

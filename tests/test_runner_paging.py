@@ -29,8 +29,8 @@ def _run(log_dir: Path, page_limit: int) -> tuple[dict[str, Any], list[int]]:
                   WatchState(), [sink])
     watch.opts.page_limit = page_limit
     watch.run()
-    delivered = [s.delivered for sw in watch.runner.watchers.values()
-                 for tw in sw.tasks.values() for s in tw.streams.values()]
+    delivered = [t.stream.delivered for sw in watch.runner.watchers.values()
+                 for tw in sw.tasks.values() for t in tw.samples.values()]
     return sink.findings, delivered
 
 
@@ -50,8 +50,8 @@ def test_finished_samples_release_their_rule_state(tmp_path: Path) -> None:
                   WatchState(), [Collect()])
     watch.run()
     (tw,) = [tw for sw in watch.runner.watchers.values() for tw in sw.tasks.values()]
-    assert len(tw.streams) == 15 and all(s.done for s in tw.streams.values())
-    assert tw.watches == {}
+    assert len(tw.samples) == 15 and all(t.stream.done for t in tw.samples.values())
+    assert [t.watch for t in tw.samples.values() if t.watch is not None] == []
 
 
 def test_source_notices_reach_the_watch(tmp_path: Path, monkeypatch: Any) -> None:

@@ -15,7 +15,7 @@ import pytest
 from tests.fakeserver import FakeControlServer, model_event, tool_event
 from watcher import app
 from watcher.reporters import TextReporter
-from watcher.run.runner import Selector, under
+from watcher.run.values import Selector, under
 from watcher.sources.base import TaskInfo
 from watcher.summary import ReportContext
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from watcher.run.runner import Selector
+from watcher.run.values import Selector
 from watcher.run.watch import Watch, WatchConfig
 from watcher.state import WatchState
 
@@ -135,9 +135,9 @@ def test_retried_sample_is_labelled_with_its_attempt(eval_runner: Any) -> None:
     watch.run()
     proc.wait()
     tw = next(iter(next(iter(watch.runner.watchers.values())).tasks.values()))
-    flaky = tw.streams[("flaky", 1)]
+    flaky = tw.samples[("flaky", 1)].stream
     assert flaky.attempt == 2
-    assert tw.streams[("steady", 1)].attempt == 1
+    assert tw.samples[("steady", 1)].stream.attempt == 1
     assert any(n.kind == "attempt" and n.sample and n.sample.sample_id == "flaky"
                and n.details.get("attempt") == 2 for n in notices)
     # running samples were read from the eval's sample buffer (the default transport),

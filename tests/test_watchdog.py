@@ -23,7 +23,7 @@ from watcher import app
 from watcher.act.policy import ActSpec, FactTest, InterruptSpec, Layer, Policy, load_policy
 from watcher.act.watchdog import INTERRUPT_SIGNAL, Watchdog
 from watcher.findings import Action, Evidence, Finding, Notice, SampleRef, finding_id
-from watcher.run.runner import Origin
+from watcher.run.values import Origin
 from watcher.sources.http import HttpSource
 from watcher.state import WatchState
 

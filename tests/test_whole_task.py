@@ -9,7 +9,8 @@ from typing import Any
 
 from watcher.app import WatchOptions, load_engine
 from watcher.findings import Finding
-from watcher.run.runner import RunOptions, TaskWatcher
+from watcher.run.runner import TaskWatcher
+from watcher.run.values import RunOptions
 from watcher.sources.base import (
     EventPage,
     SampleListing,
@@ -74,9 +75,9 @@ def test_outliers_wait_for_the_whole_task_and_are_judged_once() -> None:
         src.done = set(TOKENS)  # all finished, the task not yet
         tw.cycle(101.0)
         assert _outliers(out) == []
-        assert ("s6", 1) not in tw.watches, "s6 was read to its end and closed"
-        tw.task = TaskInfo(eval_id="e", task="t", task_id="t", model="m",
-                           status="success")
+        assert tw.samples[("s6", 1)].watch is None, "s6 was read to its end and closed"
+        tw.retarget(TaskInfo(eval_id="e", task="t", task_id="t", model="m",
+                             status="success"))
         tw.cycle(102.0)
         tw.cycle(103.0)
     assert [sid for sid, _ in _outliers(out)] == ["s6", "s6"]  # open, then ended
@@ -98,13 +99,12 @@ def test_quiet_samples_clock_rules_are_checked_every_few_seconds() -> None:
                          WatchState(), lambda out: None, pool)
         tw.cycle(100.0)  # lists and reads every sample: each is checked
         src.quiet = True
-        real_tick = tw._tick
+        for tracked in tw.samples.values():
+            def tick(now: float, tracked: Any = tracked, real: Any = tracked.tick) -> None:
+                ticks.append((tracked.sample_id, now))
+                real(now)
 
-        def tick(key: tuple[str, int], stream: Any, now: float) -> None:
-            ticks.append((key[0], now))
-            real_tick(key, stream, now)
-
-        tw._tick = tick  # type: ignore[method-assign]
+            tracked.tick = tick  # type: ignore[method-assign]
         for step in range(1, int(TICK_EVERY) + 1):
             tw.cycle(100.0 + step)
     assert {now for _, now in ticks} == {100.0 + TICK_EVERY}

@@ -42,8 +42,9 @@ from watcher.notify import MIN_CONFIDENCE as NOTIFY_MIN_CONFIDENCE
 from watcher.notify import PER_MINUTE as NOTIFY_RATE
 from watcher.reporters import OutputError, OutputOptions, Reporter, ReporterError, get_reporter
 from watcher.reporters.remote import is_url
+from watcher.run.options import config_kwargs
 from watcher.run.router import AlertSink, Decider, Sink
-from watcher.run.runner import Selector
+from watcher.run.values import Selector
 from watcher.run.watch import Watch, WatchConfig
 from watcher.state import StateError, WatchState
 from watcher.summary import ReportContext, StatusSnapshot
@@ -510,15 +511,7 @@ class _Session:
                alerts: list[AlertSink], deciders: list[Decider],
                watchdog: Any = None) -> ExitCode:
         o = self.options
-        config = WatchConfig(transport=o.transport, log_dir=o.log_dir, replay=list(o.replay),
-                             follow=o.follow, once=o.once, poll=o.poll, selector=o.selector,
-                             min_confidence=o.min_confidence, fail_on=o.fail_on,
-                             wait_for_evals=o.wait_for_evals, jobs=o.jobs or 1,
-                             read_timeout=o.read_timeout,
-                             log_shard=o.shard,
-                             log_hints=o.log_hints, alert_drain=o.alert_drain,
-                             sample_detail=o.sample_detail, recent_events=o.recent_events,
-                             task_budget=o.task_budget)
+        config = WatchConfig(**config_kwargs(o))
         sinks: list[Sink] = [*reporters, *self.extra, self.latest]
         with self._lock:
             watch = self.watch = Watch(engine, config, state, sinks, alerts=alerts,

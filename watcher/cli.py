@@ -275,7 +275,7 @@ class WatchCommand(click.Command):
 def watch(task: str | None, sample_id: str | None, epoch: int | None,
           **options: Any) -> None:
     """Watch running evals: all of them, one TASK, or one SAMPLE_ID [EPOCH] of it."""
-    from watcher.run.runner import Selector
+    from watcher.run.values import Selector
 
     _run(selector=Selector(task, sample_id, epoch), **options)
 
@@ -297,7 +297,7 @@ def top(task: str | None, min_confidence: str, **options: Any) -> None:
     screen; `top --log-dir DIR` browses finished logs the same way. Keys: docs/top.md.
     """
     from watcher import app
-    from watcher.run.runner import Selector
+    from watcher.run.values import Selector
     from watcher.top.run import run_top
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):

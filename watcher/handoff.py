@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from watcher.act.verbs import CANCEL_SAMPLE, DRAIN_TASK, INTERRUPT_RUN
 from watcher.discovery import pid_alive
 from watcher.findings import Finding
 
@@ -329,22 +330,22 @@ def finding_actions(f: Finding, *, live: bool = True, log_hint: bool = True,
         if detect_sample_cancel():
             if f.category == "budget":
                 out.append(action(
-                    "drain_task", "inspect_ctl", "task", f, where=where,
+                    DRAIN_TASK.name, "inspect_ctl", DRAIN_TASK.scope, f, where=where,
                     argv=task_argv("drain", f, dry_run=False),
                     dry_run_argv=task_argv("drain", f, dry_run=True),
                     note="no new samples start; running ones finish on their own"))
             out.append(action(
-                "cancel_sample", "inspect_ctl", "sample", f, where=where,
+                CANCEL_SAMPLE.name, "inspect_ctl", CANCEL_SAMPLE.scope, f, where=where,
                 argv=sample_cancel_argv(f, dry_run=False),
                 dry_run_argv=sample_cancel_argv(f, dry_run=True),
                 note="scores what the sample did (--action score, the default); "
                      "--action cancel records it cancelled, unscored"))
-        out.append(action("cancel_sample", "person_tui", "sample", f, where=where,
+        out.append(action(CANCEL_SAMPLE.name, "person_tui", CANCEL_SAMPLE.scope, f, where=where,
                           note="in the eval's terminal UI: Running Samples tab, Cancel "
                                "(Score) or Cancel (Error)"))
         if s.pid is not None:
             out.append(action(
-                "interrupt_run", "person_shell", "run", f, where=where,
+                INTERRUPT_RUN, "person_shell", "run", f, where=where,
                 argv=["kill", "-INT", str(int(s.pid))], needs="user_consent",
                 note="the whole run, the same graceful shutdown as Ctrl+C; never plain "
                      "kill, SIGTERM or -9"))

@@ -26,7 +26,7 @@ class Recorded(NamedTuple):
 
 
 def _find(sources: list[Source], task: str) -> tuple[Source, TaskInfo]:
-    from watcher.run.runner import Selector
+    from watcher.run.values import Selector
 
     selector = Selector(task)
     for src in sources:

@@ -8,7 +8,7 @@ module reads them back and says what each run is now (:func:`run_status`): ``run
 ``--ctl-server=keep`` until released), ``finished`` (over, not parked: it is exiting), or
 ``gone`` (the process has exited).
 
-Releasing is ``POST /release`` on the eval's control socket, the route behind ``inspect
+Releasing is the ``release`` route of the eval's control socket, the route behind ``inspect
 ctl process release``: a parked process exits; one still running will exit when its
 eval is done (releasing never cancels it). :func:`release_finished` releases every
 finished kept-alive process (running ones are left alone), and :class:`ReleaseWhenDone`
@@ -214,13 +214,15 @@ class Released:
 
 def release(server: ControlServer, *, wait: float = RELEASE_WAIT,
             finished: bool = True) -> Released:
-    """``POST /release`` to one eval process; wait up to ``wait`` s for a parked one
-    (``finished``) to exit. Never cancels anything: a running eval exits when done."""
+    """Release one eval process (:meth:`ControlClient.release`); wait up to ``wait`` s
+    for a parked one (``finished``) to exit. Never cancels anything: a running eval exits
+    when done."""
+    from watcher.act.control import ControlClient
     from watcher.sources.http import HttpSource
 
     src = HttpSource(server, retries=2)
     try:
-        answer = src.call("POST", "/release")
+        answer = ControlClient(src).release()
     except SourceError as e:
         return Released(server.pid, False, f"pid {server.pid}: the release could not be "
                         f"sent ({e})", was_finished=finished)

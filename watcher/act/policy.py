@@ -38,11 +38,12 @@ import difflib
 import math
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from watcher.act.verbs import SAMPLE_ACTIONS, VERBS
 from watcher.engine.errors import (
     BadValueError,
     FileError,
@@ -55,16 +56,14 @@ from watcher.engine.errors import (
     WrongTypeError,
 )
 from watcher.engine.lang.ctx import Ctx
+from watcher.engine.lang.facts import FACT_OPS, ORDER_OPS, fact_test
 from watcher.engine.yamlsrc import MAX_FILE_BYTES, Doc, load_docs
 from watcher.findings import SPEND_FACTS, Finding, confidence_rank
 
 Path_ = tuple[Any, ...]
 
-VERBS = ("cancel_sample", "cancel_tool_call", "drain_task", "pause_task")
 OFF = "off"
-SAMPLE_ACTIONS = ("score", "cancel")  # what cancel_sample may do (never "error")
 ACT_LEVELS = ("medium", "high")  # the watchdog never acts on a low finding
-FACT_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
 ACT_KEYS = ("verb", "action", "now", "when", "grace")
 GRACE_KEYS = ("events", "seconds")
 FILE_KEYS = ("defaults", "rules", "categories", "run")
@@ -94,22 +93,13 @@ class FactTest:
     line: int = 0
     col: int = 0
 
+    test: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", fact_test(self.op, self.value))
+
     def holds(self, facts: Mapping[str, Any]) -> bool:
-        v = facts.get(self.name)
-        want = self.value
-        if self.op in ("gt", "gte", "lt", "lte"):
-            if not isinstance(v, int | float) or isinstance(v, bool):
-                return False
-            return {"gt": v > want, "gte": v >= want, "lt": v < want, "lte": v <= want}[self.op]
-        if self.op == "in":
-            return any(_eq(v, w) for w in want)
-        return _eq(v, want) if self.op == "eq" else not _eq(v, want)
-
-
-def _eq(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) != isinstance(b, bool):
-        return False
-    return bool(a == b)
+        return self.test(facts.get(self.name))
 
 
 @dataclass(frozen=True)
@@ -132,11 +122,14 @@ class ActSpec:
     @property
     def args(self) -> dict[str, Any]:
         """What the verb is asked with, as the audit records name it."""
-        if self.verb == "cancel_sample":
-            return {"action": self.action or "score"}
-        if self.verb == "pause_task":
-            return {"now": self.now}
-        return {}
+        declared = VERBS.get(self.verb)
+        takes = declared.arguments if declared is not None else ()
+        out: dict[str, Any] = {}
+        if "action" in takes:
+            out["action"] = self.action or "score"
+        if "now" in takes:
+            out["now"] = self.now
+        return out
 
     def wants(self, f: Finding) -> bool:
         """Sure enough, and its facts hold (count and spend included)."""
@@ -148,13 +141,8 @@ class ActSpec:
     def describe(self) -> str:
         """The verb in words, for hand-offs and messages ("cancel the sample (action
         score)")."""
-        return {
-            "cancel_sample": f"cancel the sample (action {self.action or 'score'})",
-            "cancel_tool_call": "cancel its pending tool call (the sample continues)",
-            "drain_task": "drain the task (no new samples; running ones finish)",
-            "pause_task": "pause the task" + (" now (in-flight samples held)" if self.now
-                                              else " (no new samples start)"),
-        }.get(self.verb, "do nothing")
+        declared = VERBS.get(self.verb)
+        return declared.plan(self.args) if declared is not None else "do nothing"
 
     def grace_words(self) -> str:
         parts = []
@@ -287,28 +275,35 @@ def _act(value: Any, ctx: _Ctx, path: Path_) -> ActSpec | None:
         ctx.error(MissingFieldError, path, "act is missing required field 'verb'",
                   "verb: " + " | ".join(VERBS))
         return None
-    verb = ctx.choice(value["verb"], VERBS, path + ("verb",), "verb")
+    verb = ctx.choice(value["verb"], tuple(VERBS), path + ("verb",), "verb")
+    takes = VERBS[verb].arguments if verb is not None else ()
     action = None
     if "action" in value:
-        if verb is not None and verb != "cancel_sample":
-            ctx.error(UnknownKeyError, path + ("action",), "'action' is for cancel_sample",
+        if verb is not None and "action" not in takes:
+            ctx.error(UnknownKeyError, path + ("action",), f"'action' is for {_taking('action')}",
                       at_key=True)
         action = ctx.choice(value["action"], SAMPLE_ACTIONS, path + ("action",), "action",
                             "score ends the sample and scores what was done; cancel records "
                             "it as cancelled (the watchdog never marks a sample errored)")
     now = False
     if "now" in value:
-        if verb is not None and verb != "pause_task":
-            ctx.error(UnknownKeyError, path + ("now",), "'now' is for pause_task", at_key=True)
+        if verb is not None and "now" not in takes:
+            ctx.error(UnknownKeyError, path + ("now",), f"'now' is for {_taking('now')}",
+                      at_key=True)
         if ctx.wants(value["now"], bool, path + ("now",), "now", "true or false"):
             now = bool(value["now"])
     confidence, facts = _when(value.get("when"), ctx, path + ("when",))
     grace_events, grace_seconds = _grace(value.get("grace"), ctx, path + ("grace",))
     if ctx.failed or verb is None:
         return None
-    return ActSpec(verb=verb, action=action or ("score" if verb == "cancel_sample" else None),
+    return ActSpec(verb=verb, action=action or ("score" if "action" in takes else None),
                    now=now, confidence=confidence, facts=facts, grace_events=grace_events,
                    grace_seconds=grace_seconds, source=source)
+
+
+def _taking(argument: str) -> str:
+    """The verbs that take ``argument``, for a message."""
+    return " and ".join(v.name for v in VERBS.values() if argument in v.arguments)
 
 
 def _when(value: Any, ctx: _Ctx, path: Path_) -> tuple[str, tuple[FactTest, ...]]:
@@ -351,10 +346,10 @@ def _when(value: Any, ctx: _Ctx, path: Path_) -> tuple[str, tuple[FactTest, ...]
                           f"did you mean {close[0]!r}?" if close else
                           "operators: " + ", ".join(FACT_OPS), at_key=True)
                 continue
-            if op in ("gt", "gte", "lt", "lte") and not ctx.wants(
+            if op in ORDER_OPS and not ctx.wants(
                     want, (int, float), p + (op,), op, "a number"):
                 continue
-            if op in ("gt", "gte", "lt", "lte") and not math.isfinite(want):
+            if op in ORDER_OPS and not math.isfinite(want):
                 ctx.error(BadValueError, p + (op,), f"{op} must be a finite number, not "
                           f"{str(want)[:40]}", "a comparison with NaN or an infinity "
                           "never holds (or always does): the action would be off unsaid")

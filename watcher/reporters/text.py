@@ -9,6 +9,19 @@ terminal cuts the task names, not the number that matters. Without a TTY (CI log
 pipes) output is plain lines only: no cursor movement, no colour, and status lines
 appear at most every ``status_every`` seconds. All agent-controlled text passes
 through :mod:`watcher.sanitize` first.
+
+Why hand-written ANSI and not ``rich`` (which inspect-ai installs, and whose
+``rich.cells`` this module uses for cell widths): the whole of the styling is seven
+SGR codes (:data:`STYLES`) and the status area two sequences (up N rows, erase below),
+written from the one routing thread; ``rich.live.Live`` would own the terminal instead
+(a refresh thread, stdout and stderr redirected) while finding lines must stay in the
+scrollback. The bytes are pinned by tests/golden/text_tty.txt and text_plain.txt, which
+rich's rendering (its wrapping, highlighting and style codes, varying with the rich
+version inspect-ai pins) would change. A ``rich.Console`` interprets markup and
+highlights text unless told not to on every call: one forgotten ``markup=False`` would
+put agent text in charge of the terminal. And ``import rich.console`` costs about
+200 ms of start-up (measured on the 2-core development machine; ``rich.cells`` 40 ms),
+paid by every ``--once`` run in CI.
 """
 
 from __future__ import annotations

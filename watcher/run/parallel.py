@@ -2,7 +2,7 @@
 
 Rules are per sample, so samples split cleanly: each worker reads every log's
 listing (so sample rules compare against the whole task, as in one process) but
-streams only the samples of its shard (:meth:`~watcher.run.runner.RunOptions.owns`).
+streams only the samples of its shard (:meth:`~watcher.run.values.RunOptions.owns`).
 Workers are forked after the rules are compiled, so they start at once and nothing
 that cannot be pickled (compiled rules) crosses a process boundary; what they find
 comes back to the parent (:func:`run_shards`), which routes it as usual

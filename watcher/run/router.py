@@ -4,7 +4,7 @@ For each finding the runner produces, the router writes the hand-off (what a per
 can do about it), keeps it for the summary, and decides whether it is news: at or
 above ``min_confidence`` and not yet reported at this level (the state). A finding
 that is news may set the ``--fail-on`` verdict, is shown to the :class:`Decider`
-hooks (what may act on it, with the :class:`~watcher.run.runner.Origin` it was read
+hooks (what may act on it, with the :class:`~watcher.run.values.Origin` it was read
 from), is marked reported, and goes to every :class:`Sink`. Notices go to the sinks
 as they come; a sample read to its end is marked finished in the state.
 
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from watcher.findings import SPEND_FACTS, Finding, Notice, confidence_rank
 from watcher.handoff import Actions, finding_actions, finding_handoff
-from watcher.run.runner import Origin, Output
+from watcher.run.values import Origin, Output
 from watcher.state import Reported, SampleDone, WatchState
 from watcher.summary import ReportContext, RunSummary, StatusSnapshot
 

@@ -4,8 +4,9 @@ One :class:`SourceWatcher` per source (an eval process's control socket, the
 CLI, a log directory, a replay) runs its own thread, so a busy eval that stalls
 its reads never delays the others. Each task in it has a :class:`TaskWatcher`
 that finds samples through the listing's ``active_since`` delta, polls only the
-samples that changed (plus a periodic resync), feeds completed events to the
-engine and ticks the clock-driven rules. Everything it produces goes to one
+samples that changed (plus a periodic resync), and hands each read to the sample's
+:class:`~watcher.run.tracked.TrackedSample`, which feeds completed events to the engine
+and ticks its clock-driven rules. Everything it produces goes to one
 queue that the caller drains on its own thread (:mod:`watcher.run.router` decides
 what it means), so reporters and the state file are only ever touched from one
 place; each output comes off the queue with the :class:`Origin` it was read from.
@@ -15,25 +16,22 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import queue
 import threading
 import time
-import zlib
-from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from watcher.discovery import ControlServer
-from watcher.engine import Engine, RunContext, SampleStatus
-from watcher.findings import Finding, Notice, SampleRef
+from watcher.engine import Engine, RunContext
+from watcher.findings import Notice
 from watcher.run.spend import SpendMeter
+from watcher.run.tracked import READ_ATTEMPTS, TrackedSample, row_end, sample_ref
+from watcher.run.values import KEEP_ALIVE_GRACE, Origin, Output, RunOptions, TaskView
 from watcher.sources.base import (
     BadResponse,
-    LimitExceeded,
-    NotFound,
     ProcessGone,
     SampleListing,
     SampleRow,
@@ -42,84 +40,8 @@ from watcher.sources.base import (
     SourceError,
     TaskInfo,
 )
-from watcher.state import SampleDone, WatchState
+from watcher.state import WatchState
 from watcher.stream import SampleStream, StreamItem
-
-Output = Finding | Notice | SampleDone
-
-# How long a live source whose tasks are all done is kept: a kept-alive process idles
-# (it may be given more work, but a watch without --follow should end); a normal one
-# exits by itself shortly after its last task, and may start another task before that.
-KEEP_ALIVE_GRACE = 5.0
-PROCESS_EXIT_GRACE = 60.0
-
-
-@dataclass
-class Selector:
-    """Which tasks and samples to watch (``watch [TASK [SAMPLE_ID [EPOCH]]]``), and, with
-    ``log_root`` (``--evals-from DIR``), only evals whose log is written under it."""
-
-    task: str | None = None
-    sample_id: str | None = None
-    epoch: int | None = None
-    log_root: str | None = None
-
-    def task_matches(self, t: TaskInfo) -> bool:
-        """Task id (or eval id) prefix, or exact task name, as ``inspect ctl`` matches;
-        and its log under ``log_root``, if one is given."""
-        if self.log_root is not None and not under(t.log_location, self.log_root):
-            return False
-        if not self.task:
-            return True
-        return (t.task == self.task or t.task_id.startswith(self.task)
-                or t.eval_id.startswith(self.task))
-
-    @property
-    def scoped(self) -> bool:
-        """Narrowed to some evals (a task, or a log directory), not every one found."""
-        return bool(self.task) or self.log_root is not None
-
-    def sample_matches(self, sample_id: str, epoch: int) -> bool:
-        if self.sample_id is not None and sample_id != self.sample_id:
-            return False
-        return self.epoch is None or epoch == self.epoch
-
-
-def under(location: str | None, root: str) -> bool:
-    """Whether the log ``location`` is in the directory ``root`` (below it, any depth):
-    local paths compared resolved (symlinks, ``..``), URLs by their text."""
-    if not location:
-        return False
-    local = location.removeprefix("file://")
-    base = root.removeprefix("file://")
-    if "://" in local or "://" in base:
-        return "://" in local and "://" in base and local.startswith(base.rstrip("/") + "/")
-    real, top = os.path.realpath(local), os.path.realpath(os.path.expanduser(base))
-    return real.startswith(top.rstrip(os.sep) + os.sep)
-
-
-@dataclass
-class RunOptions:
-    poll: float = 1.0
-    once: bool = False
-    page_limit: int = 500
-    resync_every: float = 15.0
-    selector: Selector = field(default_factory=Selector)
-    # seconds a live process whose tasks are all done is still watched for new tasks
-    exit_grace: float = PROCESS_EXIT_GRACE
-    # (k, n): read only the samples of shard k of n (a parallel post-hoc worker); the
-    # others still count in the task context, so sample rules judge them all alike
-    shard: tuple[int, int] | None = None
-    # the last this many events of each sample are kept, shortened (RECENT_FIELDS), for a
-    # front end to show (:meth:`TaskWatcher.recent_events`); 0: none
-    recent_events: int = 0
-
-    def owns(self, sample_id: str, epoch: int) -> bool:
-        if self.shard is None:
-            return True
-        k, n = self.shard
-        return zlib.crc32(f"{sample_id}:{epoch}".encode()) % n == k
-
 
 # seconds between checks of the clock rules of a sample with nothing new (the built-in
 # idle thresholds are a minute and more; a sample that was read is checked at once)
@@ -141,52 +63,6 @@ REFRESH_EVERY = 5.0
 # (ask the eval) at least this often, for status changes and attempts
 LISTING_EVERY_WITH_BUFFER = 3.0
 
-# A sample whose events cannot be read is tried again after a pause that doubles (up to
-# RETRY_CAP seconds), and given up (an ``unreadable`` notice; the watch goes on) after
-# READ_ATTEMPTS failed polls once nothing more can come: its row is final, the source is
-# a file, or the watch is a --once. A running live sample is tried for as long as it runs.
-# Logs and recordings do not change between two polls of one --once: one failure is final.
-READ_ATTEMPTS = 3
-RETRY_CAP = 30.0
-# a finished sample that the eval does not find (404) is usually between the eval's
-# memory and its log (flushed in batches under load): it is looked for this many times
-NOT_FOUND_ATTEMPTS = 5
-
-
-# what a kept recent event holds (text cut to RECENT_TEXT characters): enough for a person
-# to see what a sample did last, not a copy of its transcript
-RECENT_FIELDS = ("type", "timestamp", "attempt", "function", "model", "tokens", "has_error",
-                 "stop_reason", "completion", "arguments", "result", "error", "data")
-RECENT_TEXT = 300
-
-
-def recent_copy(event: dict[str, Any]) -> dict[str, Any]:
-    """An event shortened for :attr:`TaskWatcher.recent` (text fields stay agent text:
-    the front end sanitises them)."""
-    out: dict[str, Any] = {}
-    for k in RECENT_FIELDS:
-        v = event.get(k)
-        if v is None:
-            continue
-        out[k] = v[:RECENT_TEXT] if isinstance(v, str) else v
-    return out
-
-
-def row_end(row: SampleRow) -> float | None:
-    """When a finished sample ended, from its row (``completed_at``, else ``started_at``
-    plus ``total_time``); ``None`` for a running one or a row that does not say."""
-    if not row.terminal:
-        return None
-    raw = row.raw
-    end = raw.get("completed_at")
-    if isinstance(end, int | float) and not isinstance(end, bool) and end > 0:
-        return float(end)
-    start, took = raw.get("started_at"), raw.get("total_time")
-    if (isinstance(start, int | float) and isinstance(took, int | float)
-            and not isinstance(start, bool) and not isinstance(took, bool) and start > 0):
-        return float(start) + float(took)
-    return None
-
 
 def _moved(prev: SampleRow, row: SampleRow, recent: float) -> bool:
     """Whether a row of a full listing shows anything since the previous listing."""
@@ -197,7 +73,8 @@ def _moved(prev: SampleRow, row: SampleRow, recent: float) -> bool:
 
 
 class TaskWatcher:
-    """One task of one source: its samples' streams and rule state."""
+    """One task of one source: its listing, which of its samples are due, and the
+    :class:`~watcher.run.tracked.TrackedSample` of each sample it reads."""
 
     def __init__(self, source: Source, task: TaskInfo, engine: Engine, opts: RunOptions,
                  state: WatchState, emit: Callable[[Output], None],
@@ -211,54 +88,55 @@ class TaskWatcher:
         self.opts = opts
         self.state = state
         self.emit = emit
-        self.streams: dict[tuple[str, int], SampleStream] = {}
-        self.watches: dict[tuple[str, int], Any] = {}
+        # the samples being read (each owns its stream, rule state, spend and clocks)
+        self.samples: dict[tuple[str, int], TrackedSample] = {}
+        # the listing: every row of the task seen, as last listed
         self.rows: dict[tuple[str, int], SampleRow] = {}
-        self.last_polled: dict[tuple[str, int], float] = {}
-        self.ticked_at: dict[tuple[str, int], float] = {}  # clock rules last checked
         # list everything on start: the state skips finished samples, running ones are
         # re-read so rule windows spanning a restart are rebuilt
         self.as_of: float | None = None
         # other samples of this task, so sample rules can tell task-wide from local errors
         self.context = RunContext(task=task.task)
         self._in_context: set[tuple[str, int]] = set()
-        # the listing's live event count when each sample was last read
-        self.read_at_count: dict[tuple[str, int], Any] = {}
         self.full_listing_at = 0.0
         self.listed_at = 0.0
         self._listing: Future[tuple[SampleListing, float | None]] | None = None
         # its running samples' transcripts are read without asking the eval (the sample
         # buffer): then the source's requests to the eval need not hold up a cycle
         self.buffered = False
-        # samples whose last reads failed: how many in a row, and when to try again
-        self.read_failures: dict[tuple[str, int], int] = {}
-        self.retry_at: dict[tuple[str, int], float] = {}
-        self.unreadable: set[tuple[str, int]] = set()  # given up on: reported, counted
         self.task_failures = 0  # cycles in a row whose listing failed
         self.last_error: str | None = None  # why its last listing failed
         self.failed = False  # the task's log could not be read: given up
         self._final_wait: float | None = None  # since when rows_final has waited
-        # each sample's last events, shortened (opts.recent_events; read by front ends
-        # from another thread: a deque's copy is atomic)
-        self.recent: dict[tuple[str, int], deque[dict[str, Any]]] = {}
         # what each sample attempt spent (its findings carry it: watcher/run/spend.py);
         # from its model events when the rules read them, else from the listing
         types = engine.event_types
         self.spend_from_events = types is None or "model" in types
-        self.meters: dict[tuple[str, int], SpendMeter] = {}
-        # finished rows that do not say when their sample ended: judged at its end
-        self.deferred_rows: dict[tuple[str, int], SampleRow] = {}
         self.refreshed_at = 0.0  # open findings last refreshed (refresh_open)
 
     def recent_events(self, sample_id: str, epoch: int) -> list[dict[str, Any]]:
-        """The sample's last events, oldest first (see :data:`RECENT_FIELDS`)."""
-        kept = self.recent.get((sample_id, epoch))
-        return list(kept) if kept is not None else []
+        """The sample's last events, oldest first (see
+        :data:`~watcher.run.tracked.RECENT_FIELDS`)."""
+        tracked = self.samples.get((sample_id, epoch))
+        return tracked.recent_events() if tracked is not None else []
+
+    def view(self) -> TaskView:
+        """The task as a front end sees it, copied (callable from another thread: the
+        reading thread only ever adds rows and samples)."""
+        rows = dict(self.rows)
+        return TaskView(task=self.task, finished=self.finished, rows=tuple(rows.values()),
+                        samples=tuple(t.view(rows.get(k))
+                                      for k, t in list(self.samples.items())))
+
+    @property
+    def read_to_end(self) -> bool:
+        """Every sample it read has been read to its end (or given up)."""
+        return all(t.stream.done for t in list(self.samples.values()))
 
     @property
     def retrying(self) -> bool:
         """Some sample's read failed and is still to be tried again."""
-        return any(not self.streams[k].done for k in self.read_failures if k in self.streams)
+        return any(t.retrying for t in self.samples.values())
 
     @property
     def finished(self) -> bool:
@@ -267,7 +145,7 @@ class TaskWatcher:
             return True
         if not self.task.finished or self.as_of is None:
             return False
-        if not all(s.done for s in self.streams.values()):
+        if not self.read_to_end:
             return False
         return self.rows_final
 
@@ -282,19 +160,16 @@ class TaskWatcher:
             self._final_wait = time.monotonic()
         return time.monotonic() - self._final_wait > FINAL_ROWS_WAIT
 
-    def ref(self, sample_id: str, epoch: int, attempt: int) -> SampleRef:
-        t = self.task
-        return SampleRef(task=t.task, task_id=t.task_id, eval_id=t.eval_id, model=t.model,
-                         sample_id=sample_id, epoch=epoch, attempt=attempt,
-                         log_location=t.log_location, pid=t.pid)
+    def retarget(self, task: TaskInfo) -> None:
+        """The task as listed anew (its counts, its status; or its log, once the process
+        that ran it went away): what its samples read from and their findings name."""
+        self.task = task
+        for tracked in self.samples.values():
+            tracked.task = task
 
-    def notice(self, kind: str, message: str, key: tuple[str, int] | None = None,
-               **details: Any) -> None:
-        ref = None
-        if key is not None:
-            stream = self.streams.get(key)
-            ref = self.ref(key[0], key[1], stream.attempt if stream else 1)
-        self.emit(Notice(kind=kind, message=message, sample=ref, at=time.time(),
+    def notice(self, kind: str, message: str, **details: Any) -> None:
+        """A notice about the whole task."""
+        self.emit(Notice(kind=kind, message=message, sample=None, at=time.time(),
                          details=details))
 
     # -- one cycle -------------------------------------------------------------
@@ -320,27 +195,28 @@ class TaskWatcher:
             if listing is not None and listing.done():
                 self._listing = None
                 changed = self._apply_listing(*listing.result(), now)
-            if self._listing is None and (not moved <= self.streams.keys()
+            if self._listing is None and (not moved <= self.samples.keys()
                                           or now - self.listed_at >= LISTING_EVERY_WITH_BUFFER):
                 self.listed_at = now
                 since = self._since(now)
                 self._listing = self.pool.submit(self._fetch_listing, since)
         if moved is not None:
-            changed |= {k for k in moved if k in self.streams}
-        due: list[tuple[tuple[str, int], SampleStream]] = []
-        for key, stream in list(self.streams.items()):
+            changed |= {k for k in moved if k in self.samples}
+        due: list[TrackedSample] = []
+        for key, tracked in list(self.samples.items()):
+            stream = tracked.stream
             if stream.done:
                 continue
             row = self.rows.get(key)
-            if self.retry_at.get(key, 0.0) > now:
+            if tracked.retry_at > now:
                 continue  # its last read failed: wait before the next attempt
             if (key in changed or (row is not None and row.terminal) or self.opts.once
                     or stream.behind
-                    or (now - self.last_polled.get(key, 0.0) >= self.opts.resync_every
-                        and not self._unchanged_since_read(key, row))):
-                due.append((key, stream))
+                    or (now - tracked.last_polled >= self.opts.resync_every
+                        and not self._unchanged_since_read(tracked, row))):
+                due.append(tracked)
                 if row is not None:
-                    self.read_at_count[key] = row.raw.get("events")
+                    tracked.read_at_count = row.raw.get("events")
             else:
                 stream.polls_without_change += 1
         # reads in parallel (each stream touched by one thread; the source caps requests
@@ -350,16 +226,17 @@ class TaskWatcher:
         # are applied, and it is tried again later or given up (see READ_ATTEMPTS)
         gone: ProcessGone | None = None
         flushed = time.monotonic()
-        for (key, stream), result in self._fetched(due, now):
+        live = self.source.live
+        for tracked, result in self._fetched(due, now):
             if isinstance(result, ProcessGone):
                 # the eval exited under this read (its stream is unchanged): not this
                 # sample's failure; the process's exit hands the task over to its log
                 gone = result
                 continue
-            if isinstance(result, SourceError) and not isinstance(result, NotFound):
-                self._read_failed(key, stream, result, now)
+            if isinstance(result, SourceError):
+                tracked.read_failed(result, now, live=live)
                 continue
-            self._poll(key, stream, now, result)
+            tracked.apply(result, now)
             # this sample's findings now, not after the slowest read; but at most every
             # FLUSH_EVERY: each hand-off wakes the consumer thread, and one per sample
             # read was a tenth of the live watcher's CPU on real transcripts
@@ -371,11 +248,10 @@ class TaskWatcher:
         # clock rules (idle, windows that close without events) of a sample that was not
         # read this cycle are checked every TICK_EVERY seconds, not every cycle: 28 rule
         # states of 1,125 quiet samples each second were most of a fleet watch's CPU
-        for key, stream in self.streams.items():
-            if not stream.done and (self.last_polled.get(key) == now or now - self.ticked_at.get(
-                    key, 0.0) >= TICK_EVERY):
-                self.ticked_at[key] = now
-                self._tick(key, stream, now)
+        for tracked in self.samples.values():
+            if not tracked.stream.done and (tracked.last_polled == now
+                                            or now - tracked.ticked_at >= TICK_EVERY):
+                tracked.tick(now)
         self.judge_whole_task()
         self.refresh_open(now)
 
@@ -390,17 +266,26 @@ class TaskWatcher:
         self.context.outliers_only = True
         try:
             for key, row in self.rows.items():
-                if not self.opts.owns(*key) or key in self.unreadable:
+                if not self.opts.owns(*key):
                     continue
-                watch = self.watches.get(key)
-                if watch is not None:
-                    self._findings(watch.sample_row(row.raw, self.context, row_end(row)))
+                tracked = self.samples.get(key)
+                if tracked is not None and (tracked.unreadable or tracked.judge_row(row)):
                     continue
                 # closed: a watch of its own for this pass (only outlier rules answer)
-                late = self.engine.open_sample(self.ref(key[0], key[1], row.attempt))
+                late = self.engine.open_sample(sample_ref(self.task, key[0], key[1],
+                                                          row.attempt))
                 found = late.sample_row(row.raw, self.context, row_end(row))
-                if found:
-                    self._findings(found + late.finalize(time.time()))
+                if not found:
+                    continue
+                found += late.finalize(time.time())
+                if tracked is not None:
+                    tracked.findings(found)
+                    continue
+                meter = SpendMeter(self.spend_from_events)
+                for f in found:
+                    self.emit(meter.annotate(f))
+                for err in self.engine.take_errors():
+                    self.emit(err.notice(at=time.time()))
         finally:
             self.context.outliers_only = False
 
@@ -413,22 +298,8 @@ class TaskWatcher:
                                         or now - self.refreshed_at >= REFRESH_EVERY):
             return
         self.refreshed_at = now
-        for key, watch in list(self.watches.items()):
-            grown = watch.grown_snapshots()
-            meter = self.meters.get(key)
-            if meter is None and not grown:
-                continue
-            meter = self.meter(key)
-            for f in grown:
-                self.emit(meter.annotate(f))
-            for f in meter.refreshed(skip={f.id for f in grown}):
-                self.emit(f)
-
-    def meter(self, key: tuple[str, int]) -> SpendMeter:
-        meter = self.meters.get(key)
-        if meter is None:
-            meter = self.meters[key] = SpendMeter(self.spend_from_events)
-        return meter
+        for tracked in list(self.samples.values()):
+            tracked.refresh()
 
     def _list(self, now: float) -> set[tuple[str, int]]:
         """Read the samples listing; the keys of rows that changed."""
@@ -458,10 +329,10 @@ class TaskWatcher:
             key = (row.sample_id, row.epoch)
             if not self.opts.selector.sample_matches(*key):
                 continue
-            if row.status in ("pending", "queued") and key not in self.streams:
+            if row.status in ("pending", "queued") and key not in self.samples:
                 continue
             prev = self.rows.get(key)
-            self.rows[key] = row
+            self._keep_row(key, row)
             if recent is not None and prev is not None and not _moved(prev, row, recent):
                 continue
             changed.add(key)
@@ -469,33 +340,37 @@ class TaskWatcher:
         self.as_of = listing.as_of
         return changed
 
-    def _fetched(self, due: list[tuple[tuple[str, int], SampleStream]], now: float,
-                 ) -> Iterator[tuple[tuple[tuple[str, int], SampleStream],
-                                     StreamItem | SourceError]]:
-        """Each due stream with its read, in the order the reads complete."""
+    def _keep_row(self, key: tuple[str, int], row: SampleRow) -> None:
+        self.rows[key] = row
+        tracked = self.samples.get(key)
+        if tracked is not None:
+            tracked.row = row
+
+    def _fetched(self, due: list[TrackedSample], now: float,
+                 ) -> Iterator[tuple[TrackedSample, StreamItem | SourceError]]:
+        """Each due sample with its read, in the order the reads complete."""
         def fetch(stream: SampleStream) -> StreamItem | SourceError:
             return _read(stream, self.source, now)
 
         if len(due) <= 1 or self.pool is None:
-            for item in due:
-                yield item, fetch(item[1])
+            for tracked in due:
+                yield tracked, fetch(tracked.stream)
             return
         # what the source serves without waiting (the sample buffer) is read on this
         # thread, while the reads that wait on the eval run on the pool: handing each
         # read to a thread and back cost a fifth of the live watcher's CPU
-        here: list[tuple[tuple[str, int], SampleStream]] = []
-        there: list[tuple[tuple[str, int], SampleStream]] = []
-        for item in due:
-            (sid, epoch), stream = item
-            row = self.rows.get(item[0])
+        here: list[TrackedSample] = []
+        there: list[TrackedSample] = []
+        for tracked in due:
+            row = self.rows.get(tracked.key)
             local = row is not None and not row.terminal and self.source.reads_in_process(
-                self.task, sid, epoch, stream.resume_at)
-            (here if local else there).append(item)
-        futures = {self.pool.submit(fetch, item[1]): item for item in there}
+                self.task, tracked.sample_id, tracked.epoch, tracked.stream.resume_at)
+            (here if local else there).append(tracked)
+        futures = {self.pool.submit(fetch, tracked.stream): tracked for tracked in there}
         if here:
             with self.source.read_batch(self.task):
-                for item in here:
-                    yield item, fetch(item[1])
+                for tracked in here:
+                    yield tracked, fetch(tracked.stream)
         for future in as_completed(futures):
             yield futures[future], future.result()
 
@@ -508,7 +383,8 @@ class TaskWatcher:
             return None
         return self.as_of - 1.0
 
-    def _unchanged_since_read(self, key: tuple[str, int], row: SampleRow | None) -> bool:
+    @staticmethod
+    def _unchanged_since_read(tracked: TrackedSample, row: SampleRow | None) -> bool:
         """The listing says the transcript has as many events as at our last read.
 
         A periodic resync exists for what the ``active_since`` delta could miss; the
@@ -518,7 +394,7 @@ class TaskWatcher:
         if row is None or row.status != "running":
             return False
         count = row.raw.get("events")
-        return count is not None and count == self.read_at_count.get(key)
+        return count is not None and count == tracked.read_at_count
 
     def _count_in_context(self, key: tuple[str, int], row: SampleRow) -> None:
         """A finished sample counts once in the task context sample rules compare with."""
@@ -527,200 +403,60 @@ class TaskWatcher:
             self.context.add(row.raw)
 
     def _on_row(self, key: tuple[str, int], row: SampleRow, now: float) -> None:
+        """A row that changed: counted in the task context, and its sample tracked (from
+        its first row) unless another shard or an earlier run owns it."""
         if not self.opts.owns(*key):
             self._count_in_context(key, row)
             return
-        skey = WatchState.sample_key(self.task.eval_id, *key)
-        if skey in self.state.finished and key not in self.streams:
-            return
-        stream = self.streams.get(key)
-        if stream is None:
-            stream = SampleStream(self.task, key[0], key[1], types=self.engine.event_types,
-                                  tier=self.engine.tier, page_limit=self.opts.page_limit)
-            stream.attempt = row.attempt
-            self.streams[key] = stream
-            self.watches[key] = self.engine.open_sample(self.ref(key[0], key[1], row.attempt))
-            if row.attempt > 1:
-                self.notice("attempt", f"sample {key[0]} epoch {key[1]} is on attempt "
-                            f"{row.attempt} (earlier attempts errored)", key,
-                            attempt=row.attempt)
-        elif row.attempt > stream.attempt and stream.nonce is not None and (
-                row.raw.get("attempt_nonce") == stream.nonce):
-            # the attempt being read, under its true number: a source that met it in the
-            # middle (a shared sample buffer does not say how many attempts came before)
-            # learns it from the log. Its events are not read again; findings keep the
-            # attempt they were reported with
-            self.notice("attempt", f"sample {key[0]} epoch {key[1]} is on attempt "
-                        f"{row.attempt}: earlier attempts errored before this watch saw them",
-                        key, attempt=row.attempt)
-            stream.attempt = row.attempt
-            if stream.done and key not in self.watches:
-                return  # read to its end and closed before the log said so
-        elif row.attempt > stream.attempt:
-            # a retry; the failed attempt may already have read as done (its terminal
-            # source), so a finished stream re-opens for the new attempt
-            if stream.done:
-                self.emit(SampleDone(skey, reopened=True))
-            self._new_attempt(key, stream, row.attempt)
-        elif stream.done and key not in self.watches:
-            return  # finished and closed: its rows have nothing more to say
+        tracked = self.samples.get(key)
+        if tracked is None:
+            if WatchState.sample_key(self.task.eval_id, *key) in self.state.finished:
+                return
+            tracked = self.samples[key] = TrackedSample(
+                row, self.task, self.engine, self.context, self.opts, self.emit,
+                self.spend_from_events)
+        # (a sample closed before this row was counted when it was: see TrackedSample)
         self._count_in_context(key, row)
-        self.meter(key).row(row.raw)
-        # a finding about a finished sample's row (a limit it hit) is dated at the sample's
-        # end, not at the time the row was read (a post-hoc scan, months later): from the
-        # row, or (a log that does not say) its last event, once its events are read
-        end = row_end(row)
-        if row.terminal and end is None and not stream.done:
-            self.deferred_rows[key] = row
-        else:
-            self.deferred_rows.pop(key, None)
-            self._findings(self.watches[key].sample_row(row.raw, self.context, end))
-        if stream.done and row.terminal:
-            self._close(key)
+        tracked.on_row(row, now)
 
-    def _close(self, key: tuple[str, int]) -> None:
-        """Drop a finished sample's rule state: a long run must not keep every sample's."""
-        watch = self.watches.pop(key, None)
-        if watch is not None:
-            self._findings(watch.finalize(time.time()))
-        self.meters.pop(key, None)
+    def read_rest_from_log(self, source: Source, task: TaskInfo) -> None:
+        """The eval process went away: read what it had not served from the log it wrote.
 
-    def _new_attempt(self, key: tuple[str, int], stream: SampleStream, attempt: int) -> None:
-        watch = self.watches.get(key)
-        if watch is None:  # the failed attempt was finished and closed
-            self.watches[key] = self.engine.open_sample(self.ref(key[0], key[1], attempt))
-        else:
-            self._findings(watch.finalize(time.time()))
-            watch.reset_attempt(self.ref(key[0], key[1], attempt))
-        self.meters.pop(key, None)  # a new attempt spends from nothing
-        stream.start_attempt(attempt)
-        self.notice("attempt", f"sample {key[0]} epoch {key[1]} started attempt {attempt}", key,
-                    attempt=attempt)
-
-    def _read_failed(self, key: tuple[str, int], stream: SampleStream, error: SourceError,
-                     now: float, final: bool = False) -> None:
-        """A read of one sample failed: try it again later, or give it up with a notice.
-
-        Never raises: one sample that cannot be read (invalid JSON in a log, a server
-        that answers 500 for it) must neither stop the others nor keep a --once going.
+        ``source`` reads that log and ``task`` is this task in it: from now on the task
+        is read from there. Cursors are valid against the log (same nonce and offsets),
+        so each open sample resumes where it was; a read that fails now is given up (the
+        log is the last word), and the whole task is judged once its final rows are in.
         """
-        stream.behind = False  # nothing was read: not a backlog to read at once
-        self.last_polled[key] = now
-        failures = self.read_failures[key] = self.read_failures.get(key, 0) + 1
-        row = self.rows.get(key)
-        terminal = row is not None and row.terminal
-        static = not self.source.live
-        if isinstance(error, NotFound):
-            if not terminal:
-                self.read_failures.pop(key, None)  # not started, or not yet listed
-                return
-            give_up = final or static or failures >= (
-                READ_ATTEMPTS if self.opts.once else NOT_FOUND_ATTEMPTS)
-            if give_up:
-                self.notice("gap", f"sample {key[0]} epoch {key[1]} finished but its events "
-                            "could not be read", key, reason=str(error))
-                self._forget_failures(key)
-                self._finish(key, stream, now)
-                return
-        else:
-            attempts = 1 if static and self.opts.once else READ_ATTEMPTS
-            if final or isinstance(error, LimitExceeded) or (
-                    failures >= attempts and (terminal or static or self.opts.once)):
-                self._give_up(key, stream, error, now)
-                return
-            if failures == 1:
-                self.notice("source_error", f"sample {key[0]} epoch {key[1]}: events could "
-                            f"not be read ({error}); trying again", key,
-                            transient=error.transient)
-        self.retry_at[key] = now + min(RETRY_CAP, self.opts.poll * 2 ** (failures - 1))
-
-    def _give_up(self, key: tuple[str, int], stream: SampleStream, error: SourceError,
-                 now: float) -> None:
-        """Stop reading a sample that cannot be read: said once, counted, never lost
-        silently (it is not marked finished in the state: a later run tries again)."""
-        self.notice("unreadable", f"sample {key[0]} epoch {key[1]}: its events could not be "
-                    f"read ({error}); the rules saw {stream.delivered} of its events", key,
-                    scope="sample", reason=str(error), log=self.task.log_location)
-        self.unreadable.add(key)
-        self._forget_failures(key)
-        stream.done = True
-        stream.in_flight.clear()
-        self._judge_deferred(key, stream)
-        self._findings(self.watches[key].finalize(now))
-        row = self.rows.get(key)
-        if row is not None and row.terminal:
-            self._close(key)
-
-    def _forget_failures(self, key: tuple[str, int]) -> None:
-        self.read_failures.pop(key, None)
-        self.retry_at.pop(key, None)
-
-    def _poll(self, key: tuple[str, int], stream: SampleStream, now: float,
-              result: StreamItem | SourceError | None = None, final: bool = False) -> None:
-        self.last_polled[key] = now
-        if result is None:
-            result = _read(stream, self.source, now)
-        if isinstance(result, SourceError):
-            self._read_failed(key, stream, result, now, final=final)
+        self.source = source
+        self.retarget(task)
+        try:
+            listing = source.samples(task)
+        except SourceError:
             return
-        if key in self.read_failures:
-            self._forget_failures(key)
-        item = result
-        watch = self.watches[key]
-        events = item.events
-        meter = self.meter(key)
-        if item.new_attempt is not None:
-            for event in events[: item.attempt_boundary]:
-                meter.add(event)
-                self._findings(watch.feed(event))
-            self._findings(watch.finalize(now))
-            watch.reset_attempt(self.ref(key[0], key[1], item.new_attempt))
-            self.meters.pop(key, None)
-            meter = self.meter(key)
-            self.notice("attempt", f"sample {key[0]} epoch {key[1]} started attempt "
-                        f"{item.new_attempt}", key, attempt=item.new_attempt)
-            events = events[item.attempt_boundary:]
-        for event in events:
-            meter.add(event)
-            self._findings(watch.feed(event))
-        if self.opts.recent_events and item.events:
-            kept = self.recent.get(key)
-            if kept is None:
-                kept = self.recent[key] = deque(maxlen=self.opts.recent_events)
-            kept.extend(recent_copy(e) for e in item.events[-self.opts.recent_events:])
-        for kind, message, details in item.notices:
-            self.notice(kind, f"sample {key[0]} epoch {key[1]}: {message}", key, **details)
-        if item.done:
-            self._finish(key, stream, now)
-
-    def _judge_deferred(self, key: tuple[str, int], stream: SampleStream) -> None:
-        """The finished row kept for the sample's end (see ``_on_row``), judged now that
-        its last event's time is known."""
-        row = self.deferred_rows.pop(key, None)
-        watch = self.watches.get(key)
-        if row is not None and watch is not None:
-            self._findings(watch.sample_row(row.raw, self.context, stream.last_event_at))
-
-    def _finish(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
-        stream.done = True
-        self._judge_deferred(key, stream)
-        self._findings(self.watches[key].finalize(now))
-        # behind its findings on the queue: the state marks it finished after them
-        self.emit(SampleDone(WatchState.sample_key(self.task.eval_id, *key)))
-        row = self.rows.get(key)
-        if row is not None and row.terminal:  # else its final row is still to come
-            self._close(key)
-
-    def _tick(self, key: tuple[str, int], stream: SampleStream, now: float) -> None:
-        status = SampleStatus(
-            last_event_at=stream.last_event_at, last_change_at=stream.last_change_at,
-            polls_without_change=stream.polls_without_change,
-            in_flight=[{"type": e.get("type"), "function": e.get("function"),
-                        "model": e.get("model"), "since": e.get("timestamp")}
-                       for e in stream.in_flight.values()],
-            last_event=stream.last_event,
-        )
-        self._findings(self.watches[key].tick(now, status))
+        if self.as_of is None:  # never listed live: every sample of the log, from the start
+            self._apply_listing(listing, None, time.time())
+        for row in listing.samples:
+            key = (row.sample_id, row.epoch)
+            if key in self.rows and row.terminal:  # the sample's last word
+                self._keep_row(key, row)
+            if key in self.samples and row.terminal:
+                self._keep_row(key, row)
+                self._on_row(key, row, time.time())
+        for key, tracked in self.samples.items():
+            stream = tracked.stream
+            last = self.rows.get(key)
+            if stream.done or last is None or not last.terminal:
+                continue
+            for _ in range(10_000):
+                now = time.time()
+                result = _read(stream, source, now)
+                if isinstance(result, SourceError):
+                    tracked.read_failed(result, now, live=source.live, final=True)
+                else:
+                    tracked.apply(result, now)
+                if stream.done:
+                    break
+        self.judge_whole_task()
 
     def give_up_task(self, error: SourceError) -> None:
         """The task's log cannot be read (any more): say so once, end its samples."""
@@ -734,21 +470,8 @@ class TaskWatcher:
     def finalize_all(self, reason: str) -> None:
         """The source is gone: end every open sample with a notice."""
         now = time.time()
-        for key, stream in self.streams.items():
-            if not stream.done:
-                self.notice("sample_abandoned", f"sample {key[0]} epoch {key[1]}: {reason}", key)
-                stream.done = True
-                self._judge_deferred(key, stream)
-                self._findings(self.watches[key].finalize(now))
-
-    def _findings(self, findings: list[Finding]) -> None:
-        for f in findings:
-            s = f.sample
-            self.emit(self.meter((s.sample_id, s.epoch)).annotate(f))
-        # a rule expression that failed on the data just read: said once per rule and
-        # reason (the engine keeps count), beside the findings it may have changed
-        for err in self.engine.take_errors():
-            self.emit(err.notice(at=time.time()))
+        for tracked in self.samples.values():
+            tracked.abandon(reason, now)
 
 
 def _read(stream: SampleStream, source: Source, now: float) -> StreamItem | SourceError:
@@ -866,9 +589,7 @@ class SourceWatcher:
                                      self.emit, self.pool, flush=self.flush)
                     self.tasks[info.eval_id] = tw
                 else:
-                    tw.task = info
-                    for stream in tw.streams.values():
-                        stream.task = info
+                    tw.retarget(info)
                 if tw.finished:
                     tw.judge_whole_task()  # its last cycle may have had all it needs
                 if not tw.finished:
@@ -909,7 +630,7 @@ class SourceWatcher:
         self.cycles += 1
         self.last_poll_at = now
         behind = self.behind = any(
-            s.behind for t in self.tasks.values() for s in t.streams.values())
+            s.stream.behind for t in self.tasks.values() for s in t.samples.values())
         all_done = bool(self.tasks) and all(t.finished for t in self.tasks.values())
         retrying = any(t.retrying for t in self.tasks.values())
         if (self.opts.once and not behind and not retrying) or (
@@ -964,9 +685,9 @@ class SourceWatcher:
             # sample's last state, which the final status shows; a task whose samples
             # were never listed is read from its log whole
             stale = any(not r.terminal for r in tw.rows.values()) or tw.as_of is None
-            if tw.task.log_location and (stale or any(not s.done for s in tw.streams.values())):
+            if tw.task.log_location and (stale or not tw.read_to_end):
                 self._drain_from_log(tw)
-            abandoned += sum(not s.done for s in tw.streams.values())
+            abandoned += sum(not s.stream.done for s in tw.samples.values())
             tw.finalize_all("the eval process went away before the sample finished "
                             "and its log does not hold the rest")
         unread = self._say_unread()
@@ -993,31 +714,7 @@ class SourceWatcher:
             return
         # the log as the control channel named it (the reader's listing names it as a
         # file:// URL): the findings of one sample name one log
-        tw.source, tw.task = source, replace(tasks[0], log_location=tw.task.log_location)
-        try:
-            listing = source.samples(tw.task)
-        except SourceError:
-            return
-        if tw.as_of is None:  # never listed live: every sample of the log, from the start
-            tw._apply_listing(listing, None, time.time())
-        for row in listing.samples:
-            key = (row.sample_id, row.epoch)
-            if key in tw.rows and row.terminal:  # the sample's last word
-                tw.rows[key] = row
-            if key in tw.streams and row.terminal:
-                tw.rows[key] = row
-                tw._on_row(key, row, time.time())
-        for key, stream in tw.streams.items():
-            stream.task = tw.task
-            last = tw.rows.get(key)
-            if stream.done or last is None or not last.terminal:
-                continue
-            for _ in range(10_000):
-                # the log is the last word: a read that fails now is given up
-                tw._poll(key, stream, time.time(), final=True)
-                if stream.done:
-                    break
-        tw.judge_whole_task()
+        tw.read_rest_from_log(source, replace(tasks[0], log_location=tw.task.log_location))
 
     def _say_unread(self) -> bool:
         """What of a reached source was never read, as ``unreadable`` notices (they make
@@ -1086,19 +783,6 @@ class SourceWatcher:
             self.source.close()
 
 
-@dataclass(frozen=True)
-class Origin:
-    """Where an output was read: the runner's key and label for the source, the source,
-    and the control server it speaks to (``None`` for logs, replays and ``inspect ctl``
-    without a discovery file). What a hook at the deciding step needs to act on a
-    finding through the channel it came from (:class:`watcher.run.router.Decider`)."""
-
-    key: str
-    label: str
-    source: Source
-    server: ControlServer | None = None
-
-
 class Runner:
     """Starts source watchers, gathers their output on one queue."""
 
@@ -1141,6 +825,11 @@ class Runner:
         self.threads[key] = thread
         thread.start()
         return sw
+
+    def views(self) -> list[TaskView]:
+        """Every watched task as a front end sees it (callable from any thread)."""
+        return [tw.view() for sw in list(self.watchers.values())
+                for tw in list(sw.tasks.values())]
 
     def active(self) -> bool:
         return any(t.is_alive() for t in self.threads.values())

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from watcher.discovery import ControlServer, list_servers
 from watcher.limits import READ_TIMEOUT
-from watcher.run.runner import Runner, Selector
+from watcher.run.runner import Runner
+from watcher.run.values import Selector
 from watcher.shard import Shard
 from watcher.sources.base import Source, TaskInfo
 from watcher.state import WatchState
@@ -49,6 +50,7 @@ class SourcePicker:
         self.read_timeout = read_timeout  # a control socket's per-read timeout
         self.selector = selector or Selector()
         self.shard = shard  # --shard K/N: only the logs of that share (watcher.shard)
+        self.follow, self.once = follow, once
         # --log-dir --follow: the log directory as a live source (running evals' shared
         # sample buffers, and new logs as they come)
         self.shared: SharedLogSource | None = None
@@ -181,7 +183,7 @@ class SourcePicker:
                 continue
             for tw in list(sw.tasks.values()):
                 t = tw.task
-                if t.finished and t.eval_id and all(s.done for s in list(tw.streams.values())):
+                if t.finished and t.eval_id and tw.read_to_end:
                     out.pop(t.eval_id, None)
                 elif t.log_location:
                     out[t.eval_id] = {"log": t.log_location, "pid": t.pid, "task": t.task,

@@ -1,9 +1,8 @@
 """The runner's state as values: the live status snapshot and the end-of-run summary.
 
-Both read the runner's task watchers (their listing rows and streams) and the
-router's findings, and build the immutable values of :mod:`watcher.summary` that
-sinks render. Called on the routing thread; the source threads only ever add rows
-and streams, so each dictionary is copied before it is walked.
+Both read the runner's tasks as views (:class:`~watcher.run.values.TaskView`: their
+listing rows and tracked samples, copied on the routing thread) and the router's
+findings, and build the immutable values of :mod:`watcher.summary` that sinks render.
 """
 
 from __future__ import annotations
@@ -12,9 +11,8 @@ import time
 from collections.abc import Iterable
 
 from watcher.findings import Finding, Notice, confidence_rank
-from watcher.run.runner import Runner, TaskWatcher
-from watcher.sources.base import SampleRow
-from watcher.stream import SampleStream
+from watcher.run.runner import Runner
+from watcher.run.values import SampleView, TaskView
 from watcher.summary import (
     RunSummary,
     SampleProgress,
@@ -53,27 +51,26 @@ def status_snapshot(runner: Runner, findings: Iterable[Finding], *, min_confiden
             worst[key] = (rank, n, f) if cur is None or rank > cur[0] else (cur[0], n, cur[2])
     tasks = []
     progress: list[SampleProgress] = []
-    for sw in list(runner.watchers.values()):
-        for tw in list(sw.tasks.values()):
-            rows = list(tw.rows.values())
-            tokens = [r.raw["total_tokens"] for r in rows
-                      if isinstance(r.raw.get("total_tokens"), int)]
-            task_tokens = tw.task.raw.get("total_tokens")
-            idle, idle_sample = _oldest_idle(tw, now)
-            tasks.append(TaskStatus(
-                task=tw.task.task, model=tw.task.model, eval_id=tw.task.eval_id,
-                running=sum(r.status == "running" for r in rows),
-                done=sum(r.status == "completed" for r in rows),
-                errored=sum(r.status == "error" for r in rows),
-                total=tw.task.counts.get("total") or len(rows) or None,
-                finished=tw.finished,
-                tokens=sum(tokens) if tokens else (
-                    task_tokens if isinstance(task_tokens, int) else None),
-                idle=idle, idle_sample=idle_sample,
-                findings_by_confidence=by_task.get(tw.task.eval_id, {}),
-            ))
-            if samples:
-                progress += _sample_progress(tw, now, worst)
+    for tv in runner.views():
+        rows = tv.rows
+        tokens = [r.raw["total_tokens"] for r in rows
+                  if isinstance(r.raw.get("total_tokens"), int)]
+        task_tokens = tv.task.raw.get("total_tokens")
+        idle, idle_sample = _oldest_idle(tv, now)
+        tasks.append(TaskStatus(
+            task=tv.task.task, model=tv.task.model, eval_id=tv.task.eval_id,
+            running=sum(r.status == "running" for r in rows),
+            done=sum(r.status == "completed" for r in rows),
+            errored=sum(r.status == "error" for r in rows),
+            total=tv.task.counts.get("total") or len(rows) or None,
+            finished=tv.finished,
+            tokens=sum(tokens) if tokens else (
+                task_tokens if isinstance(task_tokens, int) else None),
+            idle=idle, idle_sample=idle_sample,
+            findings_by_confidence=by_task.get(tv.task.eval_id, {}),
+        ))
+        if samples:
+            progress += _sample_progress(tv, now, worst)
     polls = [sw.last_poll_at for sw in runner.watchers.values() if sw.last_poll_at]
     return StatusSnapshot(
         tasks=tuple(tasks), findings_by_confidence=by_conf, now=now,
@@ -83,40 +80,40 @@ def status_snapshot(runner: Runner, findings: Iterable[Finding], *, min_confiden
     )
 
 
-def _last_seen(stream: SampleStream) -> float | None:
+def _last_seen(sample: SampleView) -> float | None:
     """When the sample last did something: its newest event, started or completed."""
-    times = [t for e in list(stream.in_flight.values())
-             if isinstance(t := e.get("timestamp"), int | float)]
-    if stream.last_event_at is not None:
-        times.append(stream.last_event_at)
+    times = [t for e in sample.in_flight if isinstance(t := e.get("timestamp"), int | float)]
+    if sample.last_event_at is not None:
+        times.append(sample.last_event_at)
     return max(times) if times else None
 
 
-def _idle(stream: SampleStream, row: SampleRow | None, now: float) -> float | None:
+def _idle(sample: SampleView, now: float) -> float | None:
     """Seconds since a running sample's last event (``None`` for one not running)."""
-    if stream.done or row is None or row.status != "running":
+    row = sample.row
+    if sample.done or row is None or row.status != "running":
         return None
-    last = _last_seen(stream)
+    last = _last_seen(sample)
     if last is None:
         started = row.raw.get("started_at")
-        last = started if isinstance(started, int | float) else stream.last_change_at
+        last = started if isinstance(started, int | float) else sample.last_change_at
     return max(0.0, now - last)
 
 
-def _oldest_idle(tw: TaskWatcher, now: float) -> tuple[float | None, str | None]:
+def _oldest_idle(tv: TaskView, now: float) -> tuple[float | None, str | None]:
     best: tuple[float | None, str | None] = (None, None)
-    for key, stream in list(tw.streams.items()):
-        idle = _idle(stream, tw.rows.get(key), now)
+    for sample in tv.samples:
+        idle = _idle(sample, now)
         if idle is not None and (best[0] is None or idle > best[0]):
-            best = (idle, key[0])
+            best = (idle, sample.sample_id)
     return best
 
 
-def _last_event(stream: SampleStream) -> str:
+def _last_event(sample: SampleView) -> str:
     """The newest event's type (and a tool's function): an event in flight is newer than
     every completed one (the stream holds back what follows it)."""
-    pending = list(stream.in_flight.values())
-    event = pending[-1] if pending else stream.last_event
+    pending = sample.in_flight
+    event = pending[-1] if pending else sample.last_event
     if not event:
         return ""
     kind = str(event.get("type") or "?")
@@ -124,23 +121,24 @@ def _last_event(stream: SampleStream) -> str:
     return f"{kind} {function}" if kind == "tool" and function else kind
 
 
-def _sample_progress(tw: TaskWatcher, now: float,
+def _sample_progress(tv: TaskView, now: float,
                      worst: dict[tuple[str, str, int], tuple[int, int, Finding]],
                      ) -> list[SampleProgress]:
     out = []
-    for (sid, epoch), stream in list(tw.streams.items()):
-        row = tw.rows.get((sid, epoch))
+    task = tv.task
+    for sample in tv.samples:
+        sid, epoch, row = sample.sample_id, sample.epoch, sample.row
         in_flight = tuple(str(e.get("function") or e.get("type") or "?")
-                          for e in list(stream.in_flight.values()))
+                          for e in sample.in_flight)
         tokens = row.raw.get("total_tokens") if row else None
-        bad = worst.get((tw.task.eval_id, sid, epoch))
+        bad = worst.get((task.eval_id, sid, epoch))
         f = bad[2] if bad else None
         out.append(SampleProgress(
-            task=tw.task.task, eval_id=tw.task.eval_id, sample_id=sid, epoch=epoch,
-            attempt=stream.attempt, status=row.status if row else "",
-            events=stream.delivered, last_event_at=stream.last_event_at,
-            in_flight=in_flight, done=stream.done, model=tw.task.model,
-            idle=_idle(stream, row, now), last_event=_last_event(stream),
+            task=task.task, eval_id=task.eval_id, sample_id=sid, epoch=epoch,
+            attempt=sample.attempt, status=row.status if row else "",
+            events=sample.events, last_event_at=sample.last_event_at,
+            in_flight=in_flight, done=sample.done, model=task.model,
+            idle=_idle(sample, now), last_event=_last_event(sample),
             tokens=tokens if isinstance(tokens, int) else None,
             worst=f.confidence if f else None, worst_rule=f.rule if f else "",
             worst_title=f.title if f else "", findings=bad[1] if bad else 0))
@@ -154,16 +152,15 @@ def run_summary(runner: Runner, findings: Iterable[Finding], notices: Iterable[N
     the tasks and samples a parallel scan's workers read)."""
     tasks: list[TaskSummary] = list(merged.tasks) if merged else []
     samples: list[SampleSummary] = list(merged.samples) if merged else []
-    for sw in runner.watchers.values():
-        for tw in sw.tasks.values():
-            t = tw.task
-            tasks.append(TaskSummary(task=t.task, model=t.model, eval_id=t.eval_id,
-                                     task_id=t.task_id, status=t.status,
-                                     total_samples=t.counts.get("total"),
-                                     scores=dict(t.raw.get("scores") or {}),
-                                     log_location=t.log_location))
-            for (sid, epoch), row in tw.rows.items():
-                samples.append(sample_summary(t, sid, epoch, row.raw))
+    for tv in runner.views():
+        t = tv.task
+        tasks.append(TaskSummary(task=t.task, model=t.model, eval_id=t.eval_id,
+                                 task_id=t.task_id, status=t.status,
+                                 total_samples=t.counts.get("total"),
+                                 scores=dict(t.raw.get("scores") or {}),
+                                 log_location=t.log_location))
+        for row in tv.rows:
+            samples.append(sample_summary(t, row.sample_id, row.epoch, row.raw))
     shown = [f for f in findings
              if confidence_rank(f.confidence) >= confidence_rank(min_confidence)]
     logs = sorted({t.log_location for t in tasks if t.log_location})

@@ -37,10 +37,13 @@ from watcher.run.budget import (
     spend_notice,
     task_spend,
 )
+from watcher.run.options import picker_kwargs, router_kwargs, run_kwargs
 from watcher.run.router import AlertSink, Decider, Handoff, Router, Sink
-from watcher.run.runner import PROCESS_EXIT_GRACE, Runner, RunOptions, Selector, row_end
+from watcher.run.runner import Runner
 from watcher.run.sources import SourcePicker
 from watcher.run.status import run_summary, status_snapshot
+from watcher.run.tracked import row_end
+from watcher.run.values import PROCESS_EXIT_GRACE, RunOptions, Selector
 from watcher.starting import starting_evals
 from watcher.state import WatchState
 from watcher.summary import RunSummary, StatusSnapshot
@@ -57,6 +60,9 @@ STARTING_RECHECK = 3.0
 
 @dataclass
 class WatchConfig:
+    """What a :class:`Watch` is given (from :class:`watcher.app.WatchOptions`, or by a
+    library caller); where each field goes is declared in :mod:`watcher.run.options`."""
+
     transport: str = "auto"  # auto (HTTP + sample buffer) | http | cli
     log_dir: str | None = None
     replay: list[str] = field(default_factory=list)
@@ -106,20 +112,14 @@ class Watch:
         self.engine = engine
         self.config = config
         self.state = state
-        self.opts = RunOptions(poll=config.poll, once=config.once, selector=config.selector,
-                               exit_grace=config.exit_grace, shard=config.shard,
-                               recent_events=config.recent_events)
+        self.opts = RunOptions(**run_kwargs(config))
         self.runner = Runner(engine, self.opts, state)
         self.router = Router(state, sinks, alerts=alerts, deciders=deciders,
-                             min_confidence=config.min_confidence, fail_on=config.fail_on,
-                             log_hints=config.log_hints)
+                             **router_kwargs(config))
         if handoff is not None:
             self.router.handoff = handoff
         self.sources = SourcePicker(self.runner, state, self.router.notice,
-                                    log_dir=config.log_dir, replay=config.replay,
-                                    transport=config.transport, selector=config.selector,
-                                    shard=config.log_shard, follow=config.follow,
-                                    once=config.once, read_timeout=config.read_timeout)
+                                    **picker_kwargs(config))
         self.router.live_eval = self.sources.reads_live
         self.router.remote_eval = self.sources.reads_remote
         self.router.before_save = self.sources.remember_open_evals
@@ -369,7 +369,7 @@ class Watch:
         if tasks_read is None:
             tasks_read = self._tasks_read()
         if samples_read is None:
-            samples_read = any(tw.streams for sw in self.runner.watchers.values()
+            samples_read = any(tw.samples for sw in self.runner.watchers.values()
                                for tw in sw.tasks.values())
         if not tasks_read:
             if sel.task:

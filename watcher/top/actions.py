@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from watcher.act.control import ControlClient
+from watcher.act.verbs import CANCEL_SAMPLE, SAMPLE_ACTIONS
 from watcher.discovery import ControlServer, list_servers
 from watcher.findings import Finding
 from watcher.sanitize import clean_text, exact_text, visible_text
 from watcher.sources.base import SourceError
 from watcher.sources.http import ControlAnswer, HttpSource
 
-# the cancel actions the control channel offers (POST /evals/{id}/sample/cancel)
-ACTIONS = ("score", "cancel")
+# the cancel actions the control channel offers (its sample-cancel verb's)
+ACTIONS = SAMPLE_ACTIONS
 WORDS = {"score": "cancel it and score what it did", "cancel": "cancel it without scoring"}
 
 
@@ -52,11 +54,9 @@ class ControlActions:
         client = self._client(f)
         if client is None:
             return "its eval process no longer serves a control channel"
-        s = f.sample
         try:
-            return client.call("POST", f"/evals/{s.eval_id}/sample/cancel", {
-                "sample_id": s.sample_id, "epoch": s.epoch, "action": action,
-                "dry_run": dry_run})
+            return ControlClient(client).send(CANCEL_SAMPLE, f.sample, {"action": action},
+                                              dry_run=dry_run)
         except SourceError as e:
             return str(e)
         finally:

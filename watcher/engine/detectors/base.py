@@ -348,11 +348,13 @@ class RuleState:
         lo, hi = _BANDS[ep.level]
         strength = min(1.0, ep.count / (2.0 * max(self.need, 1)))
         score = round(lo + (hi - lo) * strength, 3)
-        ref = self.watch.ref
         summary = rule.message.render(facts) if rule.message is not None else rule.title
         fid = ep.data.get("_id")
         if fid is None:  # an episode keeps its id: hashed once, not for every snapshot
+            ref = ep.data["_ref"] = self.watch.ref  # and the sample (attempt) it named
             fid = ep.data["_id"] = finding_id(rule.id, ref, ep.number)
+        else:
+            ref = ep.data.get("_ref", self.watch.ref)
         # Finding(...) and Evidence(...) with every field named, built at once (see built)
         evidence = built(Evidence, {
             "event_uuids": tuple(ep.uuids), "timestamps": tuple(ep.timestamps),

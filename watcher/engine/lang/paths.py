@@ -12,7 +12,6 @@ engine calls per event; building them is all that happens here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final
 
 import jmespath
@@ -20,6 +19,7 @@ import jmespath.exceptions
 
 from watcher.engine.errors import BadJmespathError
 from watcher.engine.lang.ctx import Ctx
+from watcher.engine.lang.facts import ORDERS
 from watcher.engine.rule import CompiledPath, ExprFailed, Getter, Pred
 from watcher.engine.yamlsrc import Path_
 
@@ -46,12 +46,6 @@ def _jp_equals(x: Any, y: Any) -> bool:
     ):
         return False
     return bool(x == y)
-
-
-_ORDER: dict[str, Callable[[Any, Any], bool]] = {
-    "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b, "gte": lambda a, b: a >= b,
-}
 
 
 def _is_num(x: Any) -> bool:
@@ -117,12 +111,12 @@ def _fast(ast: dict[str, Any]) -> Getter | None:
         if ast["value"] == "eq":
             return lambda d: _jp_equals(left(d), right(d))
         return lambda d: not _jp_equals(left(d), right(d))
-    if kind == "comparator" and ast["value"] in _ORDER:
+    if kind == "comparator" and ast["value"] in ORDERS:
         pair = _fast_pair(kids)
         if pair is None:
             return None
         lo, hi = pair
-        op = _ORDER[ast["value"]]
+        op = ORDERS[ast["value"]]
 
         def order(d: Any) -> Any:
             a, b = lo(d), hi(d)

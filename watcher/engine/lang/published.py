@@ -14,6 +14,7 @@ from typing import Any
 
 from watcher.engine.calls import CLASSIFIERS
 from watcher.engine.detectors import DETECTORS
+from watcher.engine.lang.facts import FACT_OPS
 from watcher.engine.lang.params import WINDOW_SCHEMA, table_schema
 from watcher.engine.lang.predicates import TEXT_TESTS
 from watcher.engine.lang.schema import (
@@ -21,7 +22,6 @@ from watcher.engine.lang.schema import (
     CATEGORY_RX,
     EXCEPTION_OPS,
     EXPECT_KEYS,
-    FACT_OPS,
     ID_RX,
     META,
     REQUIRED,

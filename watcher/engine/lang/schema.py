@@ -27,6 +27,7 @@ from watcher.engine.errors import (
     WrongTypeError,
 )
 from watcher.engine.lang.ctx import Ctx, did_you_mean
+from watcher.engine.lang.facts import FACT_OPS, ORDER_OPS, fact_test
 from watcher.engine.lang.nodes import Node, gate, lower, lowered_or_none, specialise
 from watcher.engine.lang.params import check_table
 from watcher.engine.lang.paths import compile_path
@@ -60,7 +61,6 @@ STATUSES = ("stable", "experimental")
 EXCEPTION_OPS = ("equals", "in", "regex", "contains", "startswith")
 TEST_KEYS = ("name", "description", "events", "file", "expect")
 EXPECT_KEYS = ("rule", "count", "confidence", "severity", "status")
-FACT_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
 ID_RX = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 CATEGORY_RX = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
 # event fields holding agent text: a rule reading them needs at least the content tier
@@ -98,41 +98,18 @@ def _fact_test(value: Any, ctx: Ctx, path: Path_) -> Callable[[Any], bool] | Non
             ctx.error(WrongTypeError, path, "a fact condition is a value or {op: value}",
                       "use {in: [...]} to test membership")
             return None
-        return _fact_op("eq", value)
+        return fact_test("eq", value)
     if not ctx.check_keys(value, path, FACT_OPS, section="condition"):
         return None
     tests: list[Callable[[Any], bool]] = []
     for op, want in value.items():
-        if op in ("gt", "gte", "lt", "lte"):
+        if op in ORDER_OPS:
             if not ctx.expect(want, (int, float), path + (op,), op):
                 return None
         elif op == "in" and not ctx.expect(want, list, path + (op,), "in"):
             return None
-        tests.append(_fact_op(op, want))
+        tests.append(fact_test(op, want))
     return lambda v: all(t(v) for t in tests)
-
-
-_ORDERS: dict[str, Callable[[Any, Any], bool]] = {
-    "gt": lambda a, b: a > b, "gte": lambda a, b: a >= b,
-    "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b}
-
-
-def _fact_op(op: str, want: Any) -> Callable[[Any], bool]:
-    """One fact test (``want`` already checked for ``op``)."""
-    if op in _ORDERS:
-        cmp = _ORDERS[op]
-        return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and cmp(v, want)
-    if op == "in":
-        return lambda v: any(_eq(v, x) for x in want)
-    if op == "eq":
-        return lambda v: _eq(v, want)
-    return lambda v: not _eq(v, want)
-
-
-def _eq(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) != isinstance(b, bool):
-        return False
-    return bool(a == b)
 
 
 def parse_exception(item: Any, ctx: Ctx, path: Path_, extra_keys: tuple[str, ...] = ()

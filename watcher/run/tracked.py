@@ -1,0 +1,404 @@
+"""One tracked sample of a task: its row, stream, rule state, spend, recent events and clocks.
+
+A :class:`~watcher.run.runner.TaskWatcher` lists a task and decides which samples are
+due; everything that happens to one sample once it is tracked (a new row, a read that
+arrived or failed, a new attempt, its end) happens here, to one object. It used to be
+twelve dictionaries keyed by the same ``(sample_id, epoch)``, kept in step by hand;
+one missed ``pop`` left a sample half-closed. A tracked sample speaks only through the
+``emit`` callable it was given: it never calls back into the task watcher.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from watcher.engine import Engine, RunContext, SampleStatus
+from watcher.engine.runtime import SampleWatch
+from watcher.findings import Finding, Notice, SampleRef
+from watcher.run.spend import SpendMeter
+from watcher.run.values import Output, RunOptions, SampleView
+from watcher.sources.base import LimitExceeded, NotFound, SampleRow, SourceError, TaskInfo
+from watcher.state import SampleDone, WatchState
+from watcher.stream import SampleStream, StreamItem
+
+# A sample whose events cannot be read is tried again after a pause that doubles (up to
+# RETRY_CAP seconds), and given up (an ``unreadable`` notice; the watch goes on) after
+# READ_ATTEMPTS failed polls once nothing more can come: its row is final, the source is
+# a file, or the watch is a --once. A running live sample is tried for as long as it runs.
+# Logs and recordings do not change between two polls of one --once: one failure is final.
+READ_ATTEMPTS = 3
+RETRY_CAP = 30.0
+# a finished sample that the eval does not find (404) is usually between the eval's
+# memory and its log (flushed in batches under load): it is looked for this many times
+NOT_FOUND_ATTEMPTS = 5
+
+# what a kept recent event holds (text cut to RECENT_TEXT characters): enough for a person
+# to see what a sample did last, not a copy of its transcript
+RECENT_FIELDS = ("type", "timestamp", "attempt", "function", "model", "tokens", "has_error",
+                 "stop_reason", "completion", "arguments", "result", "error", "data")
+RECENT_TEXT = 300
+
+
+def recent_copy(event: dict[str, Any]) -> dict[str, Any]:
+    """An event shortened for :attr:`TrackedSample.recent` (text fields stay agent text:
+    the front end sanitises them)."""
+    out: dict[str, Any] = {}
+    for k in RECENT_FIELDS:
+        v = event.get(k)
+        if v is None:
+            continue
+        out[k] = v[:RECENT_TEXT] if isinstance(v, str) else v
+    return out
+
+
+def row_end(row: SampleRow) -> float | None:
+    """When a finished sample ended, from its row (``completed_at``, else ``started_at``
+    plus ``total_time``); ``None`` for a running one or a row that does not say."""
+    if not row.terminal:
+        return None
+    raw = row.raw
+    end = raw.get("completed_at")
+    if isinstance(end, int | float) and not isinstance(end, bool) and end > 0:
+        return float(end)
+    start, took = raw.get("started_at"), raw.get("total_time")
+    if (isinstance(start, int | float) and isinstance(took, int | float)
+            and not isinstance(start, bool) and not isinstance(took, bool) and start > 0):
+        return float(start) + float(took)
+    return None
+
+
+def sample_ref(task: TaskInfo, sample_id: str, epoch: int, attempt: int) -> SampleRef:
+    """What a finding or notice names: the sample attempt, with its task as last listed."""
+    return SampleRef(task=task.task, task_id=task.task_id, eval_id=task.eval_id,
+                     model=task.model, sample_id=sample_id, epoch=epoch, attempt=attempt,
+                     log_location=task.log_location, pid=task.pid)
+
+
+class TrackedSample:
+    """One sample being read: from its first row to its close.
+
+    ``watch`` is its rule state (``None`` once closed: a long run must not keep every
+    sample's); ``meter`` what the current attempt spent; ``recent`` its last events
+    (``opts.recent_events``, read by front ends from another thread: a deque's copy is
+    atomic); ``failures``/``retry_at`` its failed reads; ``last_polled``/``ticked_at``
+    when it was last read and its clock rules last checked.
+    """
+
+    def __init__(self, row: SampleRow, task: TaskInfo, engine: Engine, context: RunContext,
+                 opts: RunOptions, emit: Callable[[Output], None],
+                 spend_from_events: bool) -> None:
+        self.sample_id, self.epoch = row.sample_id, row.epoch
+        self.row = row
+        self.engine = engine
+        self.context = context  # the task's other samples, shared with its task watcher
+        self.opts = opts
+        self.emit = emit
+        self.spend_from_events = spend_from_events
+        self.stream = SampleStream(task, row.sample_id, row.epoch, types=engine.event_types,
+                                   tier=engine.tier, page_limit=opts.page_limit)
+        self.stream.attempt = row.attempt
+        self.watch: SampleWatch | None = engine.open_sample(self.ref(row.attempt))
+        self._meter: SpendMeter | None = None
+        self.recent: deque[dict[str, Any]] | None = None
+        self.failures = 0  # reads in a row that failed
+        self.retry_at = 0.0  # not read again before this
+        self.unreadable = False  # given up on: reported, counted
+        self.last_polled = 0.0
+        self.ticked_at = 0.0
+        self.read_at_count: Any = None  # the listing's live event count at the last read
+        # a finished row that does not say when its sample ended: judged at its end
+        self.deferred_row: SampleRow | None = None
+        if row.attempt > 1:
+            self.notice("attempt", f"sample {self.sample_id} epoch {self.epoch} is on attempt "
+                        f"{row.attempt} (earlier attempts errored)", attempt=row.attempt)
+
+    # -- what it is ------------------------------------------------------------
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.sample_id, self.epoch)
+
+    @property
+    def task(self) -> TaskInfo:
+        """Its task as last listed (the stream reads with it; findings name it)."""
+        return self.stream.task
+
+    @task.setter
+    def task(self, task: TaskInfo) -> None:
+        self.stream.task = task
+
+    def ref(self, attempt: int) -> SampleRef:
+        return sample_ref(self.stream.task, self.sample_id, self.epoch, attempt)
+
+    @property
+    def meter(self) -> SpendMeter:
+        """What the current attempt spent (made at its first use)."""
+        meter = self._meter
+        if meter is None:
+            meter = self._meter = SpendMeter(self.spend_from_events)
+        return meter
+
+    @property
+    def retrying(self) -> bool:
+        """Its last read failed and it is still to be tried again."""
+        return self.failures > 0 and not self.stream.done
+
+    def recent_events(self) -> list[dict[str, Any]]:
+        """Its last events, oldest first (see :data:`RECENT_FIELDS`)."""
+        kept = self.recent
+        return list(kept) if kept is not None else []
+
+    def view(self, row: SampleRow | None) -> SampleView:
+        """What a front end shows of it, copied (``row``: the task's listing row)."""
+        s = self.stream
+        return SampleView(sample_id=self.sample_id, epoch=self.epoch, attempt=s.attempt,
+                          done=s.done, events=s.delivered, last_event_at=s.last_event_at,
+                          last_change_at=s.last_change_at,
+                          in_flight=tuple(s.in_flight.values()),
+                          last_event=s.last_event, row=row)
+
+    # -- what it says ------------------------------------------------------------
+
+    def notice(self, kind: str, message: str, **details: Any) -> None:
+        self.emit(Notice(kind=kind, message=message, sample=self.ref(self.stream.attempt),
+                         at=time.time(), details=details))
+
+    def findings(self, findings: list[Finding]) -> None:
+        """Findings of its rule state, with what it spent; and the rule errors the data
+        just read caused (said once per rule and reason: the engine keeps count)."""
+        for f in findings:
+            self.emit(self.meter.annotate(f))
+        for err in self.engine.take_errors():
+            self.emit(err.notice(at=time.time()))
+
+    def _open_watch(self) -> SampleWatch:
+        watch = self.watch
+        if watch is None:
+            raise RuntimeError(f"sample {self.sample_id} epoch {self.epoch} is closed")
+        return watch
+
+    # -- its life --------------------------------------------------------------
+
+    def on_row(self, row: SampleRow, now: float) -> None:
+        """A listing row that changed: a new attempt, what the row says, its close."""
+        self.row = row
+        stream = self.stream
+        if row.attempt > stream.attempt and stream.nonce is not None and (
+                row.raw.get("attempt_nonce") == stream.nonce):
+            # the attempt being read, under its true number: a source that met it in the
+            # middle (a shared sample buffer does not say how many attempts came before)
+            # learns it from the log. Its events are not read again; findings reported
+            # keep the attempt they were reported with, later ones (its row's, at its
+            # end) name the true attempt, as a scan of the log does
+            self.notice("attempt", f"sample {self.sample_id} epoch {self.epoch} is on attempt "
+                        f"{row.attempt}: earlier attempts errored before this watch saw them",
+                        attempt=row.attempt)
+            stream.attempt = row.attempt
+            if self.watch is not None:
+                self.watch.ref = self.ref(row.attempt)
+            if stream.done and self.watch is None:
+                return  # read to its end and closed before the log said so
+        elif row.attempt > stream.attempt:
+            # a retry; the failed attempt may already have read as done (its terminal
+            # source), so a finished stream re-opens for the new attempt
+            if stream.done:
+                self.emit(SampleDone(self._state_key(), reopened=True))
+            self.new_attempt(row.attempt)
+        elif stream.done and self.watch is None:
+            return  # finished and closed: its rows have nothing more to say
+        self.meter.row(row.raw)
+        # a finding about a finished sample's row (a limit it hit) is dated at the sample's
+        # end, not at the time the row was read (a post-hoc scan, months later): from the
+        # row, or (a log that does not say) its last event, once its events are read
+        end = row_end(row)
+        if row.terminal and end is None and not stream.done:
+            self.deferred_row = row
+        else:
+            self.deferred_row = None
+            self.findings(self._open_watch().sample_row(row.raw, self.context, end))
+        if stream.done and row.terminal:
+            self.close()
+
+    def apply(self, item: StreamItem, now: float) -> None:
+        """What one read delivered: its events through the rules, its notices, its end."""
+        self.last_polled = now
+        if self.failures:
+            self._forget_failures()
+        watch = self._open_watch()
+        events = item.events
+        meter = self.meter
+        if item.new_attempt is not None:
+            for event in events[: item.attempt_boundary]:
+                meter.add(event)
+                self.findings(watch.feed(event))
+            self.findings(watch.finalize(now))
+            watch.reset_attempt(self.ref(item.new_attempt))
+            self._meter = None
+            meter = self.meter
+            self.notice("attempt", f"sample {self.sample_id} epoch {self.epoch} started "
+                        f"attempt {item.new_attempt}", attempt=item.new_attempt)
+            events = events[item.attempt_boundary:]
+        for event in events:
+            meter.add(event)
+            self.findings(watch.feed(event))
+        keep = self.opts.recent_events
+        if keep and item.events:
+            kept = self.recent
+            if kept is None:
+                kept = self.recent = deque(maxlen=keep)
+            kept.extend(recent_copy(e) for e in item.events[-keep:])
+        for kind, message, details in item.notices:
+            self.notice(kind, f"sample {self.sample_id} epoch {self.epoch}: {message}",
+                        **details)
+        if item.done:
+            self.finish(now)
+
+    def read_failed(self, error: SourceError, now: float, *, live: bool,
+                    final: bool = False) -> None:
+        """A read failed: try it again later, or give it up with a notice (``live``: the
+        source can still change; ``final``: nothing more can come).
+
+        Never raises: one sample that cannot be read (invalid JSON in a log, a server
+        that answers 500 for it) must neither stop the others nor keep a --once going.
+        """
+        stream = self.stream
+        stream.behind = False  # nothing was read: not a backlog to read at once
+        self.last_polled = now
+        self.failures += 1
+        failures = self.failures
+        terminal = self.row.terminal
+        static = not live
+        once = self.opts.once
+        if isinstance(error, NotFound):
+            if not terminal:
+                self.failures = 0  # not started, or not yet listed
+                return
+            if final or static or failures >= (READ_ATTEMPTS if once else NOT_FOUND_ATTEMPTS):
+                self.notice("gap", f"sample {self.sample_id} epoch {self.epoch} finished but "
+                            "its events could not be read", reason=str(error))
+                self._forget_failures()
+                self.finish(now)
+                return
+        else:
+            attempts = 1 if static and once else READ_ATTEMPTS
+            if final or isinstance(error, LimitExceeded) or (
+                    failures >= attempts and (terminal or static or once)):
+                self.give_up(error, now)
+                return
+            if failures == 1:
+                self.notice("source_error", f"sample {self.sample_id} epoch {self.epoch}: "
+                            f"events could not be read ({error}); trying again",
+                            transient=error.transient)
+        self.retry_at = now + min(RETRY_CAP, self.opts.poll * 2 ** (failures - 1))
+
+    def give_up(self, error: SourceError, now: float) -> None:
+        """Stop reading a sample that cannot be read: said once, counted, never lost
+        silently (it is not marked finished in the state: a later run tries again)."""
+        stream = self.stream
+        self.notice("unreadable", f"sample {self.sample_id} epoch {self.epoch}: its events "
+                    f"could not be read ({error}); the rules saw {stream.delivered} of its "
+                    "events", scope="sample", reason=str(error), log=self.task.log_location)
+        self.unreadable = True
+        self._forget_failures()
+        stream.done = True
+        stream.in_flight.clear()
+        self._judge_deferred()
+        self.findings(self._open_watch().finalize(now))
+        if self.row.terminal:
+            self.close()
+
+    def finish(self, now: float) -> None:
+        """Read to its end: its last findings, then ``SampleDone`` behind them on the
+        queue (the state marks it finished after them)."""
+        self.stream.done = True
+        self._judge_deferred()
+        self.findings(self._open_watch().finalize(now))
+        self.emit(SampleDone(self._state_key()))
+        if self.row.terminal:  # else its final row is still to come
+            self.close()
+
+    def abandon(self, reason: str, now: float) -> None:
+        """Its source is gone with the sample unfinished: end it, with a notice."""
+        if self.stream.done:
+            return
+        self.notice("sample_abandoned", f"sample {self.sample_id} epoch {self.epoch}: {reason}")
+        self.stream.done = True
+        self._judge_deferred()
+        self.findings(self._open_watch().finalize(now))
+
+    def close(self) -> None:
+        """Drop a finished sample's rule state: a long run must not keep every sample's."""
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            self.findings(watch.finalize(time.time()))
+        self._meter = None
+
+    def new_attempt(self, attempt: int) -> None:
+        """The listing says the sample was retried: the old attempt's findings end, the
+        stream starts over, and the new attempt spends from nothing."""
+        watch = self.watch
+        if watch is None:  # the failed attempt was finished and closed
+            self.watch = self.engine.open_sample(self.ref(attempt))
+        else:
+            self.findings(watch.finalize(time.time()))
+            watch.reset_attempt(self.ref(attempt))
+        self._meter = None
+        self.stream.start_attempt(attempt)
+        self.notice("attempt", f"sample {self.sample_id} epoch {self.epoch} started attempt "
+                    f"{attempt}", attempt=attempt)
+
+    def tick(self, now: float) -> None:
+        """Check its clock rules (idle, windows that close without events)."""
+        self.ticked_at = now
+        stream = self.stream
+        status = SampleStatus(
+            last_event_at=stream.last_event_at, last_change_at=stream.last_change_at,
+            polls_without_change=stream.polls_without_change,
+            in_flight=[{"type": e.get("type"), "function": e.get("function"),
+                        "model": e.get("model"), "since": e.get("timestamp")}
+                       for e in stream.in_flight.values()],
+            last_event=stream.last_event,
+        )
+        self.findings(self._open_watch().tick(now, status))
+
+    def refresh(self) -> None:
+        """Its open findings again, as they stand: how far a loop went by now and what
+        the sample spent since (see :meth:`TaskWatcher.refresh_open`)."""
+        watch = self.watch
+        if watch is None:
+            return
+        grown = watch.grown_snapshots()
+        if self._meter is None and not grown:
+            return
+        meter = self.meter
+        for f in grown:
+            self.emit(meter.annotate(f))
+        for f in meter.refreshed(skip={f.id for f in grown}):
+            self.emit(f)
+
+    def judge_row(self, row: SampleRow) -> bool:
+        """Judge a finished task's row with its open rule state (what needs every sample:
+        outliers); ``False`` when it is closed and the caller must judge it apart."""
+        watch = self.watch
+        if watch is None:
+            return False
+        self.findings(watch.sample_row(row.raw, self.context, row_end(row)))
+        return True
+
+    def _judge_deferred(self) -> None:
+        """The finished row kept for the sample's end (see :meth:`on_row`), judged now that
+        its last event's time is known."""
+        row, self.deferred_row = self.deferred_row, None
+        watch = self.watch
+        if row is not None and watch is not None:
+            self.findings(watch.sample_row(row.raw, self.context, self.stream.last_event_at))
+
+    def _forget_failures(self) -> None:
+        self.failures = 0
+        self.retry_at = 0.0
+
+    def _state_key(self) -> str:
+        return WatchState.sample_key(self.stream.task.eval_id, self.sample_id, self.epoch)
