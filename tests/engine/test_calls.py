@@ -286,3 +286,25 @@ def test_ignore_and_breaks_are_checked_when_rules_load(tmp_path: Path) -> None:
                                            "normalise: [whitespace], breaks: {typo: 1}}"),
                   library=False)
     assert "W103" in str(exc.value)
+
+
+def test_a_rule_set_that_reads_no_tool_event_sets_no_call_facts() -> None:
+    """Call facts (each call's effect and failure) are set only for rule sets with a rule
+    that reads tool events: with none (``--only token-runaway``) a tool event is left as
+    it came, and the engine holds no call facts; with one, each tool event gets both."""
+    from watcher.engine import Engine
+    from watcher.findings import SampleRef
+
+    ref = SampleRef(task="t", task_id="t", eval_id="e", model="m", sample_id="s", epoch=1)
+    only_model = load_rules(user_dir=False, only=["token-runaway"])
+    assert all("tool" not in (r.events or {"tool"}) for r in only_model.rules)
+    engine = Engine(only_model)
+    assert engine.calls is None
+    event = {**tool(args={"cmd": "rm -rf build"}, result="ok"), "timestamp": 1.0}
+    engine.open_sample(ref).feed(event)
+    assert "effect" not in event and "failure" not in event
+    with_tools = Engine(load_rules(user_dir=False, only=["repeated-tool-call"]))
+    assert with_tools.calls is not None
+    event = {**tool(args={"cmd": "rm -rf build"}, result="ok"), "timestamp": 1.0}
+    with_tools.open_sample(ref).feed(event)
+    assert event["effect"] == "write" and event["failure"] is None

@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.engine.rx import Pattern, Unsupported, translate
+from watcher.engine.rx import _UNANCHORED, Pattern, Unsupported, translate
 from watcher.resources import bundled_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,3 +163,85 @@ def test_slow_patterns_finish_on_8kb_of_agent_text(tmp_path: Path) -> None:
                          env={"PATH": "/usr/bin:/bin", "XDG_CONFIG_HOME": str(tmp_path)})
     assert got.returncode == 0, got.stdout + got.stderr
     assert "6 passed, 0 failed" in got.stdout
+
+
+_ASCII_TEXT = st.text(st.sampled_from(list(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-./()|&;:'\"\n\t\\*>$@{}"
+    "\x1c\x1f\x0b")), max_size=40)
+
+
+def _both(p: Pattern, text: str) -> tuple[object, object]:
+    """A text's answer from the ASCII program and from the UTF-8 one."""
+    assert p._amatch is not None
+    data = text.encode("ascii")
+    utf8 = p._utf8_match()
+    return (p._amatch(_UNANCHORED, data, 0, len(data))[0],
+            utf8(_UNANCHORED, data, 0, len(data))[0])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_ascii_programs_match_ascii_text_as_utf8_ones_do(data: st.DataObject) -> None:
+    """A pattern's Latin-1 program for ASCII texts finds the same match (the same span)
+    as its UTF-8 program, for every pack pattern, plain and case-insensitive."""
+    pattern = data.draw(st.sampled_from(PATTERNS))
+    pieces = [_ASCII_TEXT, st.sampled_from(sorted(_literals(pattern)) or ["x"])]
+    text = "".join(data.draw(st.lists(st.one_of(*pieces), max_size=8)))
+    for flags in (0, re.IGNORECASE):
+        a, u = _both(Pattern(pattern, flags), text)
+        assert a == u, (pattern, flags, text)
+        assert (Pattern(pattern, flags).search(text) is None) == (
+            re.search(pattern, text, flags) is None)
+
+
+@pytest.mark.parametrize(("pattern", "text", "found"), [
+    ("é", "e", False),  # a non-ASCII literal never matches ASCII text
+    ("[é]", "e", False),
+    ("[^é]", "e", True),
+    ("[^\u2026]", "&", True),  # (U+2026's low byte is "&": it must not become a literal)
+    ("\u2026", "&", False),
+    ("[a\u2026]", "&", False),
+    ("[\u00e0-\u00ff]x", "x", False),
+    ("[\u0020-\u00ff]", "~", True),
+    ("(?i)k", "K", True),
+    ("(?i)[^k]", "K", False),
+    (r"\s", "\x1c", True),  # Python's \s includes the ASCII separators
+    (r"(?a)\s", "\x1c", False),
+    (r"\w+\d", "ab1", True),
+    (r"[^\W]", "_", True),
+])
+def test_ascii_programs_mean_what_python_means(pattern: str, text: str, found: bool) -> None:
+    assert (re.search(pattern, text) is not None) is found
+    p = Pattern(pattern)
+    assert p._amatch is not None  # answered by the ASCII program
+    assert (p.search(text) is not None) is found
+    assert (_both(p, text)[0][0] >= 0) is found  # type: ignore[index]
+
+
+def test_utf8_programs_are_built_when_a_non_ascii_text_comes() -> None:
+    """Loading a pattern builds only its ASCII program (a tenth of the cost); the UTF-8
+    one comes with the first text outside ASCII, and answers as Python does there."""
+    p = Pattern(r"\w+:\s*line \d+")
+    assert p._match is None and p.search("foo: line 3") is not None
+    assert p._match is None
+    assert p.search("λ: line \u0663") is not None and p._match is not None
+    big = Pattern(r"(?:\w{0,40}x){20}")  # a large program: checked for RE2 at once
+    assert big._match is not None
+
+
+def test_every_pack_regex_has_an_ascii_program() -> None:
+    from watcher.engine import load_rules
+
+    built: list[Pattern] = []
+    original = Pattern.__init__
+
+    def init(self: Pattern, *a: object, **k: object) -> None:
+        original(self, *a, **k)  # type: ignore[arg-type]
+        built.append(self)
+
+    Pattern.__init__ = init  # type: ignore[method-assign]
+    try:
+        load_rules(builtin=True, user_dir=False)
+    finally:
+        Pattern.__init__ = original  # type: ignore[method-assign]
+    assert built and all(p._amatch is not None for p in built)

@@ -229,8 +229,12 @@ class FailureLibrary:
 def _line_starts(patterns: list[Pattern]) -> Search:
     """Whether any of ``patterns`` matches at the start of a line of a text (one RE2 pass;
     each pattern translated with ``^`` and ``$`` at line breaks, as it reads one line)."""
-    return Pattern("", translated="(?m:^)(?:" + "|".join(
-        f"(?:{translate(p.pattern, p.flags | re.MULTILINE)})" for p in patterns) + ")").search
+    def body(ascii_text: bool) -> str:
+        return "(?m:^)(?:" + "|".join(
+            f"(?:{translate(p.pattern, p.flags | re.MULTILINE, ascii_text)})"
+            for p in patterns) + ")"
+
+    return Pattern("", translated=body(False), ascii=body(True)).search
 
 
 @dataclass

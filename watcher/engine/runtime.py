@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import statistics
 import threading
 import time
 from collections import Counter
@@ -88,6 +89,9 @@ class RunContext:
     counted: dict[tuple[str, str], str] = field(default_factory=dict)
     complete: bool = False
     outliers_only: bool = False
+    # each field's median, with how many values it is of (a field's values only grow):
+    # every finished sample's row asks, and a median of n values sorts them all
+    _medians: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_rows(cls, rows: Iterable[dict[str, Any]], task: str = "",
@@ -110,6 +114,16 @@ class RunContext:
                 v = row.get(name)
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     self.stats.setdefault(name, []).append(float(v))
+
+    def median(self, name: str) -> float:
+        """The median of a numeric field over the finished samples counted so far."""
+        values = self.stats.get(name, [])
+        hit = self._medians.get(name)
+        if hit is not None and hit[0] == len(values):
+            return hit[1]
+        med = statistics.median(values)
+        self._medians[name] = (len(values), med)
+        return med
 
     def view(self, row: dict[str, Any]) -> dict[str, Any]:
         """The ``context`` object sample predicates see (and facts they may quote)."""
@@ -171,6 +185,10 @@ class Engine:
             else:
                 for t in r.events:
                     self.by_type.setdefault(t, []).append(r)
+        if self.calls is not None and not self.any_type and "tool" not in self.by_type:
+            # no loaded rule reads a tool event: the call facts (each call's effect and
+            # failure, set on every tool event) would be read by none
+            self.calls = None
         self._table: dict[str, tuple[tuple[int, ...], list[_Target]]] = {}
         # run-time expression failures: each (rule, expression, reason) once, shared by
         # every sample (and every source thread) of this engine

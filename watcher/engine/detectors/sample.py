@@ -72,7 +72,7 @@ class SampleRowState(RuleState):
             values = context.stats.get(fname, []) if context is not None else []
             if not isinstance(value, (int, float)) or len(values) < min_n:
                 return []
-            med = statistics.median(values)
+            med = context.median(fname) if context is not None else statistics.median(values)
             if med <= 0 or value / med < factor:
                 return []
             facts.update(outlier_field=fname, outlier_ratio=round(value / med, 2), median=med,
