@@ -617,8 +617,10 @@ def test_a_watch_that_joins_during_a_retry_reads_it_once(shared_run: Run) -> Non
 
 def test_a_watch_that_joins_during_a_retry_finds_what_the_log_holds(
         shared_run: Run, tmp_path: Path) -> None:
-    """The same through the runner (a watch): the findings of the log, the retried
-    sample's under the attempt number the watch first gave it, said in a notice."""
+    """The same through the runner (a watch): the findings of the log, said in a notice;
+    the retried sample's end under its true attempt once the log has said it. One poll
+    (a listing) per snapshot, one file version per snapshot: a faster poll listed a
+    manifest copied before its segment three times, and said the segment was missing."""
     firsts = [(i, _first_segment(m, "flaky")) for i, m in _manifests(shared_run)]
     first = next(f for _i, f in firsts if f is not None)
     joined = next(i for i, f in firsts if f is not None and f != first)
@@ -630,7 +632,7 @@ def test_a_watch_that_joins_during_a_retry_finds_what_the_log_holds(
         else:
             fs.pipe_file(f"{root}/{rel}", data)
     sink = Collect()
-    handle = start(WatchOptions(log_dir=f"memory://{root}", follow=True, poll=0.05,
+    handle = start(WatchOptions(log_dir=f"memory://{root}", follow=True, poll=0.25,
                                 format=None, sample_detail=True), sinks=[sink])
     try:
         for _at, rel, data in shared_run.versions[joined + 1:]:
@@ -871,8 +873,9 @@ def test_a_model_event_copied_between_its_two_completion_writes_is_held() -> Non
     """Inspect clears a model event's ``pending`` and only then writes its start time and
     ``completed``; a sync between the two copied the first (seen under load: the live
     event's timestamp and ``completed`` differed from the log's). It is served pending (the
-    stream reads it again) until its final form arrives, at most UNTIMED_READS times; an
-    Inspect that never writes ``completed`` is then served as it is."""
+    stream reads it again) until a later segment has its final form, for at most
+    UNTIMED_SEGMENTS segments more; an Inspect that never writes ``completed`` is then
+    served as it is."""
     from watcher.sources import shared
 
     src = SharedLogSource("memory:///untimed-nowhere")
@@ -880,11 +883,14 @@ def test_a_model_event_copied_between_its_two_completion_writes_is_held() -> Non
     untimed = {"event": "model", "uuid": "m1", "pending": None, "timestamp": 2.0}
     final = {**untimed, "timestamp": 1.0, "completed": 3.0}
     tool = {"event": "tool", "uuid": "t1", "pending": None}
-    [held, kept] = src._untimed_pending(task, [untimed, tool])
+    [held, kept] = src._untimed_pending(task, [untimed, tool], 1)
     assert held["pending"] is True and kept is tool
-    assert src._untimed_pending(task, [final, tool]) == [final, tool]
-    for _ in range(shared.UNTIMED_READS - 1):
-        assert src._untimed_pending(task, [untimed])[0]["pending"] is True
-    assert src._untimed_pending(task, [untimed]) == [untimed]  # never completed: as is
+    assert src._untimed_pending(task, [untimed], 1)[0]["pending"] is True  # read again
+    assert src._untimed_pending(task, [final, tool], 2) == [final, tool]
+    # one that no later segment completes: held for UNTIMED_SEGMENTS segments, then as is
     other = {**untimed, "uuid": "m2"}
-    assert src._untimed_pending(task, [other]) == [other]  # and so for the whole eval
+    for more in range(shared.UNTIMED_SEGMENTS):
+        assert src._untimed_pending(task, [other], 3 + more)[0]["pending"] is True
+    assert src._untimed_pending(task, [other], 3 + shared.UNTIMED_SEGMENTS) == [other]
+    third = {**untimed, "uuid": "m3"}
+    assert src._untimed_pending(task, [third], 9) == [third]  # and so for the whole eval
