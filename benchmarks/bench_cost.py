@@ -43,22 +43,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, banner, tmpdir  # noqa: E402
+from common import FLOOR, REPO, banner, tmpdir  # noqa: E402
 
 CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
 SWE = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
 TIME = "/usr/bin/time"  # GNU time (the Debian package "time")
 
-FLOOR = """
-import sys, zipfile
-import orjson, zipfile_zstd  # noqa: F401
-z = zipfile.ZipFile(sys.argv[1])
-n = 0
-for name in z.namelist():
-    if name.startswith("samples/"):
-        n += len(orjson.loads(z.read(name))["events"])
-print(n)
-"""
 
 # Scout's conventions: scanners are @scanner factories returning an async scan function
 # of a Transcript; results carry a value, an explanation and references to events

@@ -26,21 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, banner  # noqa: E402
+from common import FLOOR, REPO, banner  # noqa: E402
 
 CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
 DEFAULT_LOG = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
 
-FLOOR = """
-import sys, zipfile
-import orjson, zipfile_zstd  # noqa: F401
-z = zipfile.ZipFile(sys.argv[1])
-n = 0
-for name in z.namelist():
-    if name.startswith("samples/"):
-        n += len(orjson.loads(z.read(name))["events"])
-print(n)
-"""
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:

@@ -30,6 +30,20 @@ __all__ = ["REPO", "EvalProc", "start_eval", "banner", "children_cpu", "percenti
            "synthetic_events", "write_task_file", "wait_running", "watch_cmd", "fmt_rate"]
 
 
+# the floor of a post-hoc scan: a process that opens the ``.eval`` and decodes every
+# sample's JSON with orjson (argv[1] the log), printing the number of events
+FLOOR = """
+import sys, zipfile
+import orjson, zipfile_zstd  # noqa: F401
+z = zipfile.ZipFile(sys.argv[1])
+n = 0
+for name in z.namelist():
+    if name.startswith("samples/"):
+        n += len(orjson.loads(z.read(name))["events"])
+print(n)
+"""
+
+
 def banner(name: str) -> None:
     """What every benchmark prints first: the machine it ran on."""
     print(f"== {name} ==")

@@ -36,3 +36,12 @@ def eval_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator:
     yield run
     for p in procs:
         p.stop()
+
+
+@pytest.fixture
+def control_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A control directory of this test's own (no real eval's discovery files)."""
+    d = tmp_path / "control"
+    d.mkdir()
+    monkeypatch.setenv("INSPECT_WATCH_CONTROL_DIR", str(d))
+    return d

@@ -69,6 +69,15 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def alive(pid: int) -> bool:
+    """Whether a process of that pid exists (a zombie too: it has not been reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def start_eval(tmp: Path, task: str, *args: str, tool_delay: float = 0.05,
                data_home: Path | None = None, env: dict[str, str] | None = None,
                task_file: Path = SCENARIOS) -> EvalProc:

@@ -4,7 +4,6 @@ the other outputs, send once per episode, rate-limited, and mark agent text."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.evalproc import default_sigint
+from tests.evalproc import alive, default_sigint
 from watcher.findings import Finding
 from watcher.hooks import CommandHook
 from watcher.notify import EXCERPT_LEN, FOOTER, Notifier, finding_body, finding_title
@@ -49,12 +48,6 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.e2e
@@ -91,7 +84,7 @@ def test_a_slow_hook_does_not_hold_up_the_jsonl_of_a_real_watch(eval_runner: Any
         assert any(r.get("notice") == "process_exited" for r in records)
         # ... while the hook's first run has not finished (and the second has not started)
         pid = int((hook_dir / "started.1").read_text().split("\n", 1)[0])
-        assert _alive(pid) and not (hook_dir / "finished.1").exists()
+        assert alive(pid) and not (hook_dir / "finished.1").exists()
         assert not (hook_dir / "started.2").exists()
         (hook_dir / "release").touch()
         stdout, stderr = watcher.communicate(timeout=900)
@@ -147,9 +140,9 @@ def test_a_full_queue_drops_counts_and_says_so(tmp_path: Path) -> None:
             "watch ended, 1 cut short") in end.message
     pid = int((hook_dir / "started.1").read_text().split("\n", 1)[0])
     deadline = time.time() + 10
-    while _alive(pid) and time.time() < deadline:
+    while alive(pid) and time.time() < deadline:
         time.sleep(0.05)
-    assert not _alive(pid)  # the end of the watch leaves no command behind
+    assert not alive(pid)  # the end of the watch leaves no command behind
     assert not (hook_dir / "finished.1").exists()
 
 

@@ -712,6 +712,18 @@ def test_discovery_trusts_only_the_users_own_files_and_sockets(
 # -- unreadable samples, unbounded responses (issue 23: items 1, 5 and 15) ---------------
 
 
+def _watch_live(engine: Engine, sink: ListSink, **kw: Any
+                ) -> tuple[threading.Thread, list[Any]]:
+    """A live watch of the fake over http on a thread of its own: the thread, and the
+    list its result is put in when it ends."""
+    watch = Watch(engine, WatchConfig(poll=0.05, exit_grace=0.0, transport="http", **kw),
+                  WatchState(), [sink])
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(watch.run()), daemon=True)
+    thread.start()
+    return thread, results
+
+
 def _watch_once(engine: Engine, sink: ListSink, **kw: Any) -> Any:
     """Run a --once watch on a thread; fail (instead of hanging the suite) if it never
     ends: the defects under test are watches that never end."""
@@ -917,12 +929,8 @@ def test_an_eval_that_exits_before_it_was_listed_is_not_read_to_its_end(
     fake.add_sample("s1", _repeat_events(6))
     fake.always("/samples", "500")
     sink = ListSink()
-    watch = Watch(builtin_engine, WatchConfig(poll=0.05, exit_grace=0.0, transport="http",
-                                              read_timeout=0.3), WatchState(), [sink])
-    results: list[Any] = []
-    thread = threading.Thread(target=lambda: results.append(watch.run()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
+    thread, results = _watch_live(builtin_engine, sink, read_timeout=0.3)
+    deadline = time.monotonic() + 600  # bounds a hung watch only
     while fake.count("/samples") < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     fake.stop()  # the eval exits
@@ -949,12 +957,8 @@ def test_a_task_list_slower_than_the_read_timeout_is_waited_for_then_read_around
     sample = fake.add_sample("s1", _repeat_events(6))
     fake.always("/tasks", "delay:1.0")
     sink = ListSink()
-    watch = Watch(builtin_engine, WatchConfig(poll=0.05, exit_grace=0.0, transport="http",
-                                              read_timeout=0.3), WatchState(), [sink])
-    results: list[Any] = []
-    thread = threading.Thread(target=lambda: results.append(watch.run()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
+    thread, results = _watch_live(builtin_engine, sink, read_timeout=0.3)
+    deadline = time.monotonic() + 600  # bounds a hung watch only
     while not sink.findings and time.monotonic() < deadline:
         time.sleep(0.02)
     assert sink.findings, [n.message for n in sink.notices]  # read live

@@ -20,14 +20,6 @@ from watcher.sources.base import TaskInfo
 from watcher.summary import ReportContext
 
 
-@pytest.fixture
-def control_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "control"
-    d.mkdir()
-    monkeypatch.setenv("INSPECT_WATCH_CONTROL_DIR", str(d))
-    return d
-
-
 def _task(log: str | None) -> TaskInfo:
     return TaskInfo(eval_id="e", task="t", task_id="ti", model="m", log_location=log)
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.evalproc import alive
+
 
 def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `cmd &` in a non-interactive shell
@@ -46,7 +48,7 @@ def test_sigint_stops_a_watch_started_with_sigint_ignored(tmp_path: Path,
         # as the shell asked; one sent after must end it
         deadline = time.monotonic() + 90
         while done.poll() is None and time.monotonic() < deadline:
-            if not via_shell or _alive(pid):
+            if not via_shell or alive(pid):
                 os.kill(pid, signal.SIGINT)
             try:
                 done.wait(0.5)
@@ -63,9 +65,3 @@ def test_sigint_stops_a_watch_started_with_sigint_ignored(tmp_path: Path,
     assert state.exists()  # the graceful path: the state saved
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

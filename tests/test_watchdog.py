@@ -31,13 +31,6 @@ CANCEL = "/evals/evalA/sample/cancel"
 STARTED = 1_699_999_000.0  # before the fake's events (1_700_000_000 + n)
 
 
-@pytest.fixture
-def control_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "control"
-    d.mkdir()
-    monkeypatch.setenv("INSPECT_WATCH_CONTROL_DIR", str(d))
-    return d
-
 
 @pytest.fixture
 def fake(control_dir: Path) -> Iterator[FakeControlServer]:

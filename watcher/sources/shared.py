@@ -82,9 +82,10 @@ NEW = -1  # a sample's first segment while a new attempt has none yet
 FAULT_LISTINGS = 3
 # Inspect completes a model event in two writes (``pending`` cleared, then its start and
 # ``completed`` times); a sync between them copies the first. Such a version is served as
-# still pending, for at most this many reads of it (an Inspect that never writes
-# ``completed`` is then known, and its model events are served as they are).
-UNTIMED_READS = 3
+# still pending until a later segment has its final form, for at most this many segments
+# more (an Inspect that never writes ``completed`` is then known, and its model events are
+# served as they are)
+UNTIMED_SEGMENTS = 2
 NO_BUFFER_AFTER = 15.0  # seconds a running eval may show no shared buffer before it is said
 LOOK_AGAIN = 5.0  # seconds between looks for the shared buffer of such an eval
 
@@ -140,7 +141,8 @@ class SharedLogSource(Source):
         self._in_log: dict[str, set[tuple[str, int]]] = {}  # eval id -> samples its log has
         self._notices: list[SourceNotice] = []
         self._listings = 0  # calls of tasks(): what faults are counted in
-        self._untimed: dict[tuple[str, str], int] = {}  # (eval, uuid) -> reads untimed
+        # (eval, uuid) -> how many segments the sample had when it was first seen untimed
+        self._untimed: dict[tuple[str, str], int] = {}
         self._no_completed: set[str] = set()  # evals whose model events never say it
 
     def running(self, eval_id: str) -> bool:
@@ -390,18 +392,19 @@ class SharedLogSource(Source):
         done = status in ("completed", "error", "cancelled") and end >= len(view.order) and (
             not view.broken) and set(entry.segments) <= set(view.segments)
         if not done:
-            out = self._untimed_pending(task, out)
+            out = self._untimed_pending(task, out, len(view.segments))
         with self._lock:
             self._served[key] = mine
             if done:
                 self._views.pop(key, None)
         return EventPage(events=out, next=buffer_cursor(mine, end), done=done)
 
-    def _untimed_pending(self, task: TaskInfo, events: list[dict[str, Any]]
-                         ) -> list[dict[str, Any]]:
+    def _untimed_pending(self, task: TaskInfo, events: list[dict[str, Any]],
+                         segments: int) -> list[dict[str, Any]]:
         """``events`` with a completed model event that lacks its ``completed`` time marked
         pending: the buffer was copied between Inspect's two writes of its completion, and
-        the next copy has its final form (the log's: its start time, ``completed``)."""
+        a later segment has its final form (the log's: its start time, ``completed``).
+        ``segments``: how many segments of the sample have been read."""
         if task.eval_id in self._no_completed:
             return events
         out = events
@@ -409,11 +412,10 @@ class SharedLogSource(Source):
             if e.get("event") != "model" or e.get("pending") or e.get("completed"):
                 continue
             k = (task.eval_id, str(e.get("uuid")))
-            reads = self._untimed.get(k, 0) + 1
-            if reads > UNTIMED_READS:
+            first = self._untimed.setdefault(k, segments)
+            if segments - first >= UNTIMED_SEGMENTS:
                 self._no_completed.add(task.eval_id)
                 return out
-            self._untimed[k] = reads
             if out is events:
                 out = list(events)
             out[i] = {**e, "pending": True}
