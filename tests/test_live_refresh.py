@@ -54,7 +54,10 @@ def test_a_looping_samples_finding_grows_while_it_loops(eval_runner: Any,
     sink = Keep()
     out = tmp_path / "live.jsonl"
     handle = app.start(app.WatchOptions(poll=0.3, format="jsonl", output=str(out),
-                                        only=("repeated-tool-call",)), sinks=[sink])
+                                        # a rule that reads model events: the spend is
+                                        # counted from them (null when none is loaded)
+                                        only=("repeated-tool-call", "submit-loop")),
+                       sinks=[sink])
 
     def grown() -> list[Finding]:
         first = [f for f in sink.news if f.sample.sample_id == "repeat"]
