@@ -8,7 +8,8 @@ and a request always carries the parameters its verb declares (``dry_run`` inclu
 
 from __future__ import annotations
 
-from watcher.act.verbs import RELEASE_ROUTE, Args, Verb
+from watcher.act import routes
+from watcher.act.verbs import Args, Verb
 from watcher.findings import SampleRef
 from watcher.sources.http import ControlAnswer, HttpSource
 
@@ -29,4 +30,4 @@ class ControlClient:
     def release(self) -> ControlAnswer:
         """Let a process kept for inspection exit (``--ctl-server=keep``); cancels
         nothing."""
-        return self.http.call("POST", RELEASE_ROUTE)
+        return self.http.call("POST", routes.RELEASE)

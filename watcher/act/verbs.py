@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from watcher.act import routes
 from watcher.findings import SampleRef
 from watcher.sanitize import clean_text, neutralise_quotes
 
@@ -24,8 +25,6 @@ Args = Mapping[str, Any]
 SAMPLE_ACTIONS = ("score", "cancel")
 # a whole run's graceful shutdown (kill -INT): a signal, not a control-channel route
 INTERRUPT_RUN = "interrupt_run"
-# the route that lets a process kept for inspection (``--ctl-server=keep``) exit
-RELEASE_ROUTE = "/release"
 
 
 def said(text: str) -> str:
@@ -64,7 +63,7 @@ class Verb:
     @property
     def shown_route(self) -> str:
         """The route as messages name it (``/sample/cancel``, ``/tasks/{id}/drain``)."""
-        return self.route.removeprefix("/evals/{eval_id}").replace("{task_id}", "{id}")
+        return self.route.removeprefix(routes.EVAL).replace("{task_id}", "{id}")
 
     def path(self, s: SampleRef) -> str:
         return self.route.format(eval_id=s.eval_id, task_id=s.task_id)
@@ -83,27 +82,27 @@ def _tool_call_doing(args: Args) -> str:
 
 
 CANCEL_SAMPLE = Verb(
-    name="cancel_sample", route="/evals/{eval_id}/sample/cancel", scope="sample",
+    name="cancel_sample", route=routes.SAMPLE_CANCEL, scope="sample",
     arguments=("action",),
     body=lambda s, a: {**_sample(s), "action": a["action"]},
     plan=lambda a: f"cancel the sample (action {a.get('action') or 'score'})",
     doing=lambda a: f"cancel the sample (action {a.get('action', 'score')})",
     confirmed_by_row=True)
 CANCEL_TOOL_CALL = Verb(
-    name="cancel_tool_call", route="/evals/{eval_id}/sample/cancel-tool-call",
+    name="cancel_tool_call", route=routes.SAMPLE_CANCEL_TOOL_CALL,
     scope="tool_call", arguments=(),
     body=lambda s, a: {**_sample(s), "tool_call_id": a.get("tool_call_id")},
     plan=lambda a: "cancel its pending tool call (the sample continues)",
     doing=_tool_call_doing,
     after="; the sample continues (the model sees a tool timeout)")
 DRAIN_TASK = Verb(
-    name="drain_task", route="/tasks/{task_id}/drain", scope="task", arguments=(),
+    name="drain_task", route=routes.TASK_DRAIN, scope="task", arguments=(),
     body=lambda s, a: {},
     plan=lambda a: "drain the task (no new samples; running ones finish)",
     doing=lambda a: "drain the task",
     after="; running samples finish on their own")
 PAUSE_TASK = Verb(
-    name="pause_task", route="/tasks/{task_id}/pause", scope="task", arguments=("now",),
+    name="pause_task", route=routes.TASK_PAUSE, scope="task", arguments=("now",),
     body=lambda s, a: {"now": bool(a.get("now"))},
     plan=lambda a: "pause the task" + (" now (in-flight samples held)" if a.get("now")
                                        else " (no new samples start)"),

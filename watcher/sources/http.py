@@ -25,6 +25,7 @@ from typing import Any
 from orjson import loads as _fast_loads
 
 from watcher import limits
+from watcher.act import routes
 from watcher.discovery import ControlServer
 from watcher.events import Tier
 from watcher.sources.base import (
@@ -210,14 +211,14 @@ class HttpSource(Source):
         return self._tasks()
 
     def _tasks(self, patient: bool = False) -> list[TaskInfo]:
-        rows = self._get("/tasks", patient=patient)
+        rows = self._get(routes.TASKS, patient=patient)
         if not isinstance(rows, list):
-            raise BadResponse(f"pid {self.server.pid}: /tasks is not a list")
+            raise BadResponse(f"pid {self.server.pid}: {routes.TASKS} is not a list")
         return [task_info(row, self.server.pid) for row in rows if isinstance(row, dict)]
 
     def samples(self, task: TaskInfo, active_since: float | None = None,
                 all_rows: bool = False) -> SampleListing:
-        body = self._get(f"/evals/{task.eval_id}/samples",
+        body = self._get(routes.for_eval(routes.SAMPLES, task.eval_id),
                          {"active_since": active_since, "all": all_rows or None})
         if not isinstance(body, dict) or not isinstance(body.get("samples"), list):
             raise BadResponse(f"pid {self.server.pid}: malformed samples listing")
@@ -234,14 +235,15 @@ class HttpSource(Source):
             "type": ",".join(sorted(types)) if types else "all",
             "content": tier == "content" or None, "full": tier == "full" or None,
         }
-        body = self._get(f"/evals/{task.eval_id}/sample/events", params)
+        body = self._get(routes.for_eval(routes.SAMPLE_EVENTS, task.eval_id), params)
         return event_page(body, f"pid {self.server.pid}")
 
     def sample(self, eval_id: str, sample_id: str, epoch: int) -> dict[str, Any]:
         """One sample's summary row, read atomically (``GET /evals/{id}/sample``: what
         ``inspect ctl sample show`` reads): status, retries, events, interrupt, tokens.
         :class:`NotFound` when the eval no longer knows it."""
-        body = self._get(f"/evals/{eval_id}/sample", {"sample_id": sample_id, "epoch": epoch})
+        body = self._get(routes.for_eval(routes.SAMPLE, eval_id),
+                         {"sample_id": sample_id, "epoch": epoch})
         if not isinstance(body, dict):
             raise BadResponse(f"pid {self.server.pid}: malformed sample row")
         return body
@@ -250,7 +252,7 @@ class HttpSource(Source):
         """A sample's conversation as raw messages (``GET .../sample/messages?full``):
         what a finished model event's prompt is looked up in when its own input is only
         attachment references (see ``BufferedSource``)."""
-        body = self._get(f"/evals/{task.eval_id}/sample/messages",
+        body = self._get(routes.for_eval(routes.SAMPLE_MESSAGES, task.eval_id),
                          {"sample_id": sample_id, "epoch": epoch, "full": True})
         rows = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(rows, list):
