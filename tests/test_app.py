@@ -96,6 +96,29 @@ def test_run_hands_sinks_what_the_reporters_get(logs: Path, tmp_path: Path) -> N
     assert front.summary is not None and len(front.summary.samples) == 15
 
 
+def test_status_snapshots_are_built_only_when_a_sink_takes_them(
+        logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JSONL watch (no sink shows status) builds no snapshot: each walks every sample
+    read. A front end's sink that takes them still gets the last word, every task."""
+    import watcher.run.watch as watch_mod
+
+    built: list[int] = []
+    real = watch_mod.status_snapshot
+
+    def counted(*args: object, **kwargs: object) -> StatusSnapshot:
+        built.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(watch_mod, "status_snapshot", counted)
+    code = app.run(app.WatchOptions(log_dir=str(logs), once=True, format="jsonl",
+                                    output=str(tmp_path / "a.jsonl")))
+    assert code is ExitCode.OK and built == []
+    front = Front()
+    app.run(app.WatchOptions(log_dir=str(logs), once=True, format="jsonl",
+                             output=str(tmp_path / "b.jsonl")), sinks=[front])
+    assert built and front.snapshots and front.snapshots[-1].tasks
+
+
 def test_a_decider_sees_news_with_its_origin_and_its_records_reach_the_outputs(
         logs: Path, tmp_path: Path) -> None:
     out = tmp_path / "f.jsonl"

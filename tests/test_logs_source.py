@@ -273,6 +273,38 @@ def test_rewritten_log_is_reread(tmp_path: Path) -> None:
 
 
 @needs_corpus
+def test_events_trust_a_fresh_stamp_and_listings_stat(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sample's events reuse the log's stamp while it is fresh (no stat per sample);
+    a listing always stats, and an old stamp is taken again."""
+    import watcher.sources.logfiles.source as source_mod
+
+    log = tmp_path / "2025-01-01T00-00-00+00-00_task_AAAAAAAAAAAAAAAAAAAAAA.eval"
+    shutil.copy(OXDNA, log)
+    stats: list[str] = []
+    real = source_mod.stat_log
+
+    def counted(location: str, fs_options: dict[str, Any]) -> Any:
+        stats.append(location)
+        return real(location, fs_options)
+
+    monkeypatch.setattr(source_mod, "stat_log", counted)
+    monkeypatch.setattr(source_mod, "STAMP_FRESH", 3600.0)
+    src = LogSource(str(tmp_path))
+    [task] = src.tasks()
+    src.samples(task)
+    listed = len(stats)
+    for _ in range(3):
+        assert src.events(task, "default", 1, since=None, types=None, tier="full").events
+    assert len(stats) == listed  # the listing's stamp served every read
+    src.samples(task)
+    assert len(stats) == listed + 1  # a listing stats again
+    monkeypatch.setattr(source_mod, "STAMP_FRESH", 0.0)
+    src.events(task, "default", 1, since=None, types=None, tier="full")
+    assert len(stats) == listed + 2  # a stale stamp is taken again
+
+
+@needs_corpus
 def test_memory_and_file_urls() -> None:
     import fsspec
 

@@ -354,7 +354,9 @@ def start(options: WatchOptions, *, sinks: Sequence[Sink] = (), engine: Engine |
     """:func:`run` on a thread of its own: for a front end that shows the watch while it
     runs. Raises :class:`OptionsError` at once; the rest happens on the thread (a
     watch not on the main thread leaves SIGINT and SIGTERM to the program)."""
-    return WatchHandle(_Session(check(options), sinks, engine, deciders))
+    session = _Session(check(options), sinks, engine, deciders)
+    session.latest.takes_status = True  # WatchHandle.status() reads it
+    return WatchHandle(session)
 
 
 class WatchHandle:
@@ -411,10 +413,13 @@ class WatchHandle:
 
 
 class _Latest:
-    """A sink that keeps the last status snapshot (read from another thread)."""
+    """A sink that keeps the last status snapshot (read from another thread); it takes
+    them only for a :class:`WatchHandle` (``status()``), so that a watch whose outputs
+    show no status builds none."""
 
     def __init__(self) -> None:
         self.snapshot: StatusSnapshot | None = None
+        self.takes_status = False
 
     def start(self, context: ReportContext) -> None:
         return None

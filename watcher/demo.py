@@ -51,6 +51,8 @@ class _Summary:
     def notice(self, n: Any) -> None:
         return None
 
+    takes_status = False  # (the watch builds no snapshot for it)
+
     def status(self, snapshot: Any) -> None:
         return None
 

@@ -102,6 +102,8 @@ class CommandHook:
     def notice(self, n: Notice) -> None:
         return None
 
+    takes_status = False  # (the watch builds no snapshot for it)
+
     def status(self, snapshot: Any) -> None:
         return None
 

@@ -222,6 +222,8 @@ class Notifier:
     def notice(self, n: Notice) -> None:
         return None
 
+    takes_status = False  # (the watch builds no snapshot for it)
+
     def status(self, snapshot: Any) -> None:
         return None
 

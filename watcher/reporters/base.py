@@ -185,6 +185,9 @@ class Reporter:
     def notice(self, n: Notice) -> None:
         """A message from the watcher itself (gap, process gone, error)."""
 
+    # whether ``status`` uses its snapshot: a reporter that overrides it says so
+    takes_status = False
+
     def status(self, snapshot: StatusSnapshot) -> None:
         """The live status changed (called after each poll round)."""
 

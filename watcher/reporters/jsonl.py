@@ -72,10 +72,11 @@ def finding_record(f: Finding, *, full_evidence: bool = False) -> dict[str, Any]
     return _json_safe(d)
 
 
-def dumps_line(record: dict[str, Any]) -> str:
-    """One compact, ASCII-only, strict JSON line with its newline."""
-    return json.dumps(_json_safe(record), ensure_ascii=True, allow_nan=False,
-                      separators=(",", ":")) + "\n"
+def dumps_line(record: dict[str, Any], *, safe: bool = False) -> str:
+    """One compact, ASCII-only, strict JSON line with its newline (``safe``: the record
+    has been through ``_json_safe`` already, as :func:`finding_record`'s has)."""
+    return json.dumps(record if safe else _json_safe(record), ensure_ascii=True,
+                      allow_nan=False, separators=(",", ":")) + "\n"
 
 
 class JsonlReporter(Reporter):
@@ -109,8 +110,8 @@ class JsonlReporter(Reporter):
         self._fd: int | None = None
         self._lock = threading.Lock()
 
-    def _write_line(self, record: dict[str, Any]) -> None:
-        line = dumps_line(record)
+    def _write_line(self, record: dict[str, Any], *, safe: bool = False) -> None:
+        line = dumps_line(record, safe=safe)
         with self._lock:
             if self.stream is not None:
                 self.stream.write(line)
@@ -128,7 +129,7 @@ class JsonlReporter(Reporter):
             self._fd = open_append(self.path)
 
     def finding(self, f: Finding) -> None:
-        self._write_line(finding_record(f, full_evidence=self.full_evidence))
+        self._write_line(finding_record(f, full_evidence=self.full_evidence), safe=True)
 
     def update(self, f: Finding) -> None:
         """A live finding as it stands (its count and spend grew): one more snapshot

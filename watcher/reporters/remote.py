@@ -71,6 +71,8 @@ class RemoteReporter(Reporter):
         self._dirty = True
         self._maybe_upload()
 
+    takes_status = True  # each snapshot is a chance to upload
+
     def status(self, snapshot: StatusSnapshot) -> None:
         self._maybe_upload()
 

@@ -399,6 +399,10 @@ class TextReporter(Reporter):
             text = f"{fmt_clock(a.at)} {text}"
         return self._style("action", "» " + text)
 
+    @property
+    def takes_status(self) -> bool:  # type: ignore[override]
+        return not self.quiet
+
     def status(self, snapshot: StatusSnapshot) -> None:
         if self.quiet:
             return

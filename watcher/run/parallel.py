@@ -41,6 +41,8 @@ class Collect:
     def notice(self, n: Notice) -> None:
         self.items.append(n)
 
+    takes_status = False  # (the watch builds no snapshot for it)
+
     def status(self, snapshot: StatusSnapshot) -> None:
         return None
 

@@ -52,7 +52,9 @@ class Sink(Protocol):
 
     # optional (looked up): ``update(finding)`` gets later snapshots of a reported finding
     # that are not news (a loop's count and spend as they grow, every few seconds), for
-    # a sink that shows findings as they stand; the text stream has no use for them
+    # a sink that shows findings as they stand; the text stream has no use for them.
+    # ``takes_status = False`` says ``status`` ignores its snapshot: when no sink takes
+    # one the watch builds none (a snapshot walks every sample read)
 
 
 class AlertSink(Sink, Protocol):
@@ -315,6 +317,11 @@ class Router:
         except OSError as e:
             self.state_error = f"{self.state.path}: {e.strerror or e}"
             self.halted = True
+
+    @property
+    def wants_status(self) -> bool:
+        """Whether any sink takes status snapshots (see :class:`Sink`)."""
+        return any(getattr(s, "takes_status", True) for s in self.sinks)
 
     def send(self, method: str, what: Finding | Notice | StatusSnapshot) -> bool:
         """Call ``method`` with ``what`` on every sink; False if one could not take it.

@@ -218,7 +218,7 @@ class Watch:
                     # a snapshot walks every sample read: one that cost more than
                     # STATUS_SHARE of the time since the last is skipped (a 5,000-sample
                     # scan sent one every 0.2 s, a seventh of its CPU)
-                    if status_cost <= STATUS_SHARE * (now - status_at):
+                    if router.wants_status and status_cost <= STATUS_SHARE * (now - status_at):
                         t0 = time.perf_counter()
                         router.send("status", self.status())
                         status_cost, status_at = time.perf_counter() - t0, now
@@ -256,7 +256,8 @@ class Watch:
             router.flush(force=True)
             # the last word of the status area: every task as it ended (the rows the
             # last listing, or the log of an eval that exited, gave), not a second old
-            router.send("status", self.status())
+            if router.wants_status:
+                router.send("status", self.status())
             router.drain_alerts(cfg.alert_drain)
             if router.output_failed:
                 # findings of samples read in this run may not have been written: the
