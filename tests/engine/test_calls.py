@@ -164,6 +164,20 @@ def test_error_words_quoted_in_successful_output_are_no_failure(text: str) -> No
     assert fail(text) is None
 
 
+def test_bounded_signatures_keep_their_bound_behind_an_unbounded_prefilter() -> None:
+    """The one-pass prefilter drops upper bounds (a small UTF-8 program); each signature
+    still holds its own: 240 characters before ``: -c: line N:`` may come, 300 may not,
+    in ASCII and in other text alike."""
+    assert CALLS.failures is not None and CALLS.failures.any_first is not None
+    prefilter = CALLS.failures.any_first.__self__  # type: ignore[attr-defined]
+    assert "{0,240}" not in prefilter.translated and "{0,}" in prefilter.translated
+    for filler in ("x ", "é "):
+        near = SH + filler * 100 + ": -c: line 1: unexpected EOF while looking for `''\n"
+        far = SH + filler * 150 + ": -c: line 1: unexpected EOF while looking for `''\n"
+        assert fail(near) == "shell-syntax-error"
+        assert fail(far) is None
+
+
 def test_user_effects_and_failures_extend_the_built_ins(tmp_path: Path) -> None:
     (tmp_path / "mine.yaml").write_text(
         "effects:\n"

@@ -48,6 +48,10 @@ MAX_WRAPPER: Final = 400  # a wrapper's prefix is found within this many charact
 MAX_LINE_CHARS: Final = 400  # of each line tried
 MAX_JSON: Final = 65536  # an output longer than this is not parsed as JSON
 _CODE: Final = re.compile(r"-?\d+")
+# a bounded repeat ``{m,n}`` of a translated pattern (literal braces are ``\x{..}``
+# escapes, without a comma): see _line_starts
+_BOUND: Final = re.compile(r"\{(\d+),\d+\}")
+_UNBOUND: Final = r"{\1,}"
 # the label of a call in evidence: a function or program name, plain characters only
 _LABEL: Final = re.compile(r"[^\w.+:>/ -]+")
 
@@ -227,11 +231,19 @@ class FailureLibrary:
 
 
 def _line_starts(patterns: list[Pattern]) -> Search:
-    """Whether any of ``patterns`` matches at the start of a line of a text (one RE2 pass;
-    each pattern translated with ``^`` and ``$`` at line breaks, as it reads one line)."""
+    """Whether any of ``patterns`` may match at the start of a line of a text (one RE2
+    pass; each pattern translated with ``^`` and ``$`` at line breaks, as it reads one
+    line).
+
+    A prefilter: a "no" is final, a "yes" is confirmed signature by signature. So its
+    bounded repeats lose their upper bound (``[^\n]{0,240}`` reads ``[^\n]*``: the same
+    or more texts match), which keeps its UTF-8 program small: with the bounds, the
+    built-in library's was 13.6 MB of the watcher's memory (a 0.8 MB ASCII one).
+    """
     def body(ascii_text: bool) -> str:
         return "(?m:^)(?:" + "|".join(
-            f"(?:{translate(p.pattern, p.flags | re.MULTILINE, ascii_text)})"
+            "(?:" + _BOUND.sub(_UNBOUND, translate(p.pattern, p.flags | re.MULTILINE,
+                                                   ascii_text)) + ")"
             for p in patterns) + ")"
 
     return Pattern("", translated=body(False), ascii=body(True)).search
