@@ -690,7 +690,7 @@ def test_finished_samples_end_while_the_listing_does_not_answer(
     assert all(t.stream.done for t in tw.samples.values()), {
         k: t.stream.done for k, t in tw.samples.items()}
     assert src.inner.buffer_ends >= 1
-    expected = log_events(proc.log_dir)
+    expected = _logged(proc.log_dir, set(seen))
     for key, uuids in seen.items():
         assert uuids == [e["uuid"] for e in expected[key] if e["event"] in ("model", "tool")]
     http.close()
