@@ -369,3 +369,28 @@ def test_agent_text_and_names_are_inert_in_chat_markup() -> None:
     quoted = [ln for ln in body.split("\n") if ln.startswith(f"{UNTRUSTED_LABEL}: «")]
     assert quoted and "click here" in quoted[0]  # still readable
     assert "log: /logs/run_1/2026_loops.eval" in body  # the user's path, to copy
+
+
+@pytest.mark.skipif(not (Path(__file__).parent / "corpus.py").exists(), reason="no corpus")
+def test_what_the_alerts_say_as_the_watch_ends_is_written(tmp_path: Path) -> None:
+    """The end's account of alerts not handled (queued, cut short) is routed as the alerts
+    drain, after the watch's last flush: it reaches the JSONL too, not only the summary."""
+    from tests.corpus import CORPUS
+
+    log = CORPUS / "docent-intercode-ctf-gpt4o.eval"
+    if not log.exists():
+        pytest.skip(f"{log} is not here")
+    out = tmp_path / "f.jsonl"
+    res = subprocess.run(
+        [sys.executable, "-m", "watcher", "watch", "--log-dir", str(log), "--once",
+         "--format", "jsonl", "--output", str(out), "--on-finding", "sleep 60",
+         "--alert-drain", "0.2", "-j", "1"],
+        capture_output=True, text=True, timeout=600, preexec_fn=default_sigint)
+    assert res.returncode in (0, 1), res.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    found = [r for r in records if r["kind"] == "finding"]
+    ends = [r for r in records if r.get("notice") == "alert_dropped"
+            and "submitted" in r["details"]]
+    assert found and len(ends) == 1, [r.get("notice") for r in records]
+    assert ends[0]["details"]["cut_short"] == 1
+    assert ends[0]["details"]["submitted"] >= 1

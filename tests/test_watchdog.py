@@ -99,6 +99,15 @@ def actions(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in recs if r["kind"] == "action"]
 
 
+def the_action(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one action taken; after it, at most the watch's end saying it was left
+    unconfirmed (the test stops the watch before the fake server ends the sample)."""
+    act, *rest = actions(recs)
+    assert [(r["outcome"], r.get("reason"), r["finding_id"]) for r in rest] in (
+        [], [("unconfirmed", "watch_ended", act["finding_id"])]), rest
+    return act
+
+
 def test_a_high_loop_is_cancelled_with_score_after_a_dry_run(
         fake: FakeControlServer, tmp_path: Path) -> None:
     add_loop(fake)
@@ -107,7 +116,7 @@ def test_a_high_loop_is_cancelled_with_score_after_a_dry_run(
     recs = watch_until(tmp_path, lambda r: any(a["outcome"] == "requested"
                                                for a in actions(r)),
                        policy=NOW, state_path=str(state))
-    [act] = actions(recs)
+    act = the_action(recs)
     assert (act["verb"], act["args"], act["outcome"], act["mode"], act["scope"]) == (
         "cancel_sample", {"action": "score"}, "requested", "act", "sample")
     assert (act["sample_id"], act["epoch"], act["attempt"], act["task"]) == ("s1", 1, 1,
@@ -182,7 +191,7 @@ def test_what_the_dry_run_answers_decides(fake: FakeControlServer, tmp_path: Pat
     add_loop(fake)
     fake.mutations[CANCEL] = answer
     recs = watch_until(tmp_path, lambda r: bool(actions(r)), policy=NOW)
-    [act] = actions(recs)
+    act = the_action(recs)
     assert (act["outcome"], act["reason"]) == (outcome, reason)
     assert words in act["message"]
     assert [q["dry_run"] for _, q in posts(fake)] == ["true"]  # never the real request
@@ -192,7 +201,7 @@ def test_dry_run_mode_sends_only_the_dry_run(fake: FakeControlServer, tmp_path: 
     add_loop(fake)
     accept(fake)
     recs = watch_until(tmp_path, lambda r: bool(actions(r)), policy=NOW, dry_run=True)
-    [act] = actions(recs)
+    act = the_action(recs)
     assert (act["outcome"], act["mode"]) == ("dry_run", "dry-run")
     assert act["server_answer"] is None and act["dry_run_answer"]["body"]["changed"] is True
     assert "--dry-run: nothing was sent" in act["message"]
@@ -212,7 +221,7 @@ def test_a_sample_that_finishes_after_the_dry_run_is_left_alone(
 
     fake.mutations[CANCEL] = finish_on_dry_run
     recs = watch_until(tmp_path, lambda r: bool(actions(r)), policy=NOW)
-    [act] = actions(recs)
+    act = the_action(recs)
     assert (act["outcome"], act["reason"]) == ("skipped", "sample_not_running")
     assert [q["dry_run"] for _, q in posts(fake)] == ["true"]
 
@@ -223,7 +232,11 @@ def test_the_limit_per_watch_holds(fake: FakeControlServer, tmp_path: Path) -> N
     accept(fake)
     recs = watch_until(tmp_path, lambda r: len(actions(r)) >= 2, policy=NOW, act_max=1)
     outcomes = sorted((a["outcome"], a["reason"]) for a in actions(recs))
-    assert outcomes == [("requested", None), ("skipped", "limit_run")]
+    # (and, as the watch ends before the fake server ends the sample, perhaps that the
+    # requested cancel was left unconfirmed)
+    assert outcomes in ([("requested", None), ("skipped", "limit_run")],
+                        [("requested", None), ("skipped", "limit_run"),
+                         ("unconfirmed", "watch_ended")])
     assert [q["dry_run"] for _, q in posts(fake)] == ["true", "false"]
 
 
@@ -464,7 +477,7 @@ def test_each_verb_asks_its_own_route_dry_run_first(
     recs = watch_until(tmp_path, lambda r: any(a["outcome"] == "requested"
                                                for a in actions(r)),
                        policy=f"rules:\n  repeated-tool-call: {block}\n")
-    [act] = actions(recs)
+    act = the_action(recs)
     assert (act["outcome"], act["scope"], act["task_id"]) == ("requested", scope, "evalA-t")
     sent = posts(fake)
     assert sent == [(f"POST {path}", query), (f"POST {path}", {**query, "dry_run": "false"})]

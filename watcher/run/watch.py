@@ -259,6 +259,9 @@ class Watch:
             if router.wants_status:
                 router.send("status", self.status())
             router.drain_alerts(cfg.alert_drain)
+            # what the alerts and deciders said as they drained (alerts lost, actions
+            # not finished) was routed after the flush above: written now
+            router.flush(force=True)
             if router.output_failed:
                 # findings of samples read in this run may not have been written: the
                 # next run reads those samples again (what was written is not repeated)
