@@ -23,9 +23,10 @@ NORMALISERS = ("whitespace", "case", "numbers", "paths", "cosmetic")
 # what the `cosmetic` normaliser drops (plain string operations: it runs on every tool
 # call of the near-identical rules): quote characters (and the backslash escaping one
 # inside JSON), spaces next to them, a slash or semicolon ending a word or the text
-_UNQUOTE: Final = str.maketrans("", "", "\"'`")
-_COSMETIC_PAIRS: Final = (("\\\"", "\""), (" \"", "\""), ("\" ", "\""), (" '", "'"),
-                          ("' ", "'"), (" `", "`"), ("` ", "`"))
+# (the quote character each pair holds, what it replaces, by what), in the order applied
+_COSMETIC_PAIRS: Final = (("\"", "\\\"", "\""), ("\"", " \"", "\""), ("\"", "\" ", "\""),
+                          ("'", " '", "'"), ("'", "' ", "'"), ("`", " `", "`"),
+                          ("`", "` ", "`"))
 _ENDS: Final = (("/ ", " "), ("; ", " "), ("/}", "}"), (";}", "}"), ("/]", "]"), ("/,", ","))
 
 
@@ -64,13 +65,27 @@ def _cosmetic(text: str) -> str:
     before this one leaves no run of spaces and no newline)."""
     if "  " in text or "\n" in text or "\t" in text or text[:1] == " ":
         text = collapse_ws(text)
-    for a, b in _COSMETIC_PAIRS:
-        if a in text:
-            text = text.replace(a, b)
-    text = text.translate(_UNQUOTE)
-    for a, b in _ENDS:
-        if a in text:
-            text = text.replace(a, b)
+    # each pair holds a quote character and leaves it in: only a quote present can
+    # start one, and pairs of an absent one are not looked for
+    dq = '"' in text
+    sq = "'" in text
+    bq = "`" in text
+    if dq or sq or bq:
+        for q, a, b in _COSMETIC_PAIRS:
+            if (dq if q == '"' else sq if q == "'" else bq) and a in text:
+                text = text.replace(a, b)
+        # str.translate leaves its fast path at the first character it deletes (and
+        # then maps each character through a dict): three replaces cost a tenth of it
+        if dq:
+            text = text.replace('"', "")
+        if sq:
+            text = text.replace("'", "")
+        if bq:
+            text = text.replace("`", "")
+    if "/" in text or ";" in text:  # every end pair has one (and none makes one)
+        for a, b in _ENDS:
+            if a in text:
+                text = text.replace(a, b)
     while text[-1:] in ("/", ";") and text:
         text = text[:-1]
     # dropping a quote can leave two spaces side by side (`a " b`)
