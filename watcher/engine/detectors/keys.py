@@ -27,18 +27,33 @@ NORMALISERS = ("whitespace", "case", "numbers", "paths", "cosmetic")
 _COSMETIC_PAIRS: Final = (("\"", "\\\"", "\""), ("\"", " \"", "\""), ("\"", "\" ", "\""),
                           ("'", " '", "'"), ("'", "' ", "'"), ("`", " `", "`"),
                           ("`", "` ", "`"))
-_ENDS: Final = (("/ ", " "), ("; ", " "), ("/}", "}"), (";}", "}"), ("/]", "]"), ("/,", ","))
+# (the slash or semicolon each end pair starts with, what it replaces, by what), in order
+_ENDS: Final = (("/", "/ ", " "), (";", "; ", " "), ("/", "/}", "}"), (";", ";}", "}"),
+                ("/", "/]", "]"), ("/", "/,", ","))
 
 
 def normalise_text(text: str, steps: tuple[str, ...]) -> str:
     """Apply repeat-key normalisers in order (see ``NORMALISERS``)."""
-    for n in steps:
-        text = normalise_step(text, n)
+    for k in range(len(steps)):
+        text = normalise_step(text, steps[k], folded_before(steps, k))
     return text
 
 
-def normalise_step(text: str, step: str) -> str:
-    """One repeat-key normaliser (see ``NORMALISERS``)."""
+def folded_before(steps: tuple[str, ...], k: int) -> bool:
+    """Whether the text ``steps[k]`` reads is whitespace-folded: ``whitespace`` came
+    before it with only ``case`` steps since (lower-casing makes no whitespace)."""
+    while k > 0:
+        k -= 1
+        if steps[k] == "whitespace":
+            return True
+        if steps[k] != "case":
+            return False
+    return False
+
+
+def normalise_step(text: str, step: str, folded: bool = False) -> str:
+    """One repeat-key normaliser (see ``NORMALISERS``); ``folded``: the text is known to
+    be whitespace-folded already (:func:`folded_before`)."""
     if "…" in text:  # (no scan of a one-byte text: the mark cannot be in it)
         # the server's truncation mark compares as "..."; one non-ASCII character
         # would also double the size of every stored key
@@ -55,15 +70,16 @@ def normalise_step(text: str, step: str) -> str:
         # quoting, a trailing slash or semicolon, spacing: `ls -la "/srv/out/"` and
         # `ls  -la /srv/out` are the same command (a change inside a quoted value, such
         # as "a,b" vs "a, b", is not cosmetic and stays)
-        return _cosmetic(text)
+        return _cosmetic(text, folded)
     return text
 
 
-def _cosmetic(text: str) -> str:
+def _cosmetic(text: str, folded: bool = False) -> str:
     """The ``cosmetic`` normaliser: quoting, a trailing slash or semicolon and spacing
     dropped (whitespace collapsed first, unless it is already: a ``whitespace`` step
-    before this one leaves no run of spaces and no newline)."""
-    if "  " in text or "\n" in text or "\t" in text or text[:1] == " ":
+    before this one leaves no run of spaces and no newline, and ``folded`` says so
+    without looking)."""
+    if not folded and ("  " in text or "\n" in text or "\t" in text or text[:1] == " "):
         text = collapse_ws(text)
     # each pair holds a quote character and leaves it in: only a quote present can
     # start one, and pairs of an absent one are not looked for
@@ -82,9 +98,11 @@ def _cosmetic(text: str) -> str:
             text = text.replace("'", "")
         if bq:
             text = text.replace("`", "")
-    if "/" in text or ";" in text:  # every end pair has one (and none makes one)
-        for a, b in _ENDS:
-            if a in text:
+    slash = "/" in text
+    semi = ";" in text
+    if slash or semi:  # every end pair starts with one (and none makes one)
+        for c, a, b in _ENDS:
+            if (slash if c == "/" else semi) and a in text:
                 text = text.replace(a, b)
     while text[-1:] in ("/", ";") and text:
         text = text[:-1]
@@ -144,7 +162,7 @@ def part_chain(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...
         cache[keys[0]] = t
         k = 0
     while k < n:
-        t = normalise_step(t, steps[k])
+        t = normalise_step(t, steps[k], folded_before(steps, k))
         k += 1
         cache[keys[k]] = t
     return t
