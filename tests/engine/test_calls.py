@@ -322,3 +322,29 @@ def test_a_rule_set_that_reads_no_tool_event_sets_no_call_facts() -> None:
     event = {**tool(args={"cmd": "rm -rf build"}, result="ok"), "timestamp": 1.0}
     with_tools.open_sample(ref).feed(event)
     assert event["effect"] == "write" and event["failure"] is None
+
+
+@pytest.mark.parametrize(("pattern", "first"), [
+    ("(?:[A-Z][A-Za-z ]{0,40} )?Output:[ \\t]*", set("ABCDEFGHIJKLMNOPQRSTUVWXYZ")),
+    ("<returncode>\\s*-?\\d+", {"<"}),
+    ("(?:STDOUT|stdout)(?: and stderr)?:", {"S", "s"}),
+    ("\\A(?:x)?(?:y)*z", {"x", "y", "z"}),
+    ("(?:a)?", {"a"}),  # an empty match is no prefix: only a non-empty one is read
+    ("[^a]b", None), ("\\wb", None), (".b", None), ("(?i)ab", None), ("(?i:a)b", None),
+    ("\\bab", None),
+])
+def test_wrapper_first_characters_are_over_approximated(pattern: str,
+                                                        first: set[str] | None) -> None:
+    from watcher.engine.lang.callspec import _starts
+    from watcher.engine.rx import Pattern
+
+    got = _starts(Pattern(pattern))
+    assert got == (frozenset(first) if first is not None else None)
+
+
+def test_wrappers_ruled_out_by_first_character_still_unwrap() -> None:
+    lib = CALLS.failures
+    assert lib is not None and all(w.first is not None for w in lib.wrappers)
+    assert lib.failure("<returncode>0</returncode><output>Error: x</output>") is None
+    assert lib.failure("<returncode>127</returncode><output>fine</output>") == "exit-code"
+    assert lib.failure("  Error: x") == "error-message"

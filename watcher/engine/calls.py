@@ -95,6 +95,9 @@ class Wrapper:
     # strings one of which every match contains (None: no such set); a cheap test that
     # rules a wrapper out before RE2 is asked
     needles: tuple[str, ...] | None = None
+    # the characters a (non-empty) prefix can start with (None: any): most outputs rule
+    # out every wrapper by their first character, before any needle is looked for
+    first: frozenset[str] | None = None
 
 
 @dataclass
@@ -140,10 +143,16 @@ class FailureLibrary:
     any_last: Search | None = None
     _first_sigs: list[Signature] = field(init=False, repr=False, default_factory=list)
     _last_sigs: list[Signature] = field(init=False, repr=False, default_factory=list)
+    # the needles of every ``at: last`` signature (None: some has none): a last line
+    # holding none of them starts no such signature, and RE2 need not be asked
+    _last_needles: tuple[str, ...] | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self._first_sigs = [s for s in self.signatures if s.at != "last"]
         self._last_sigs = [s for s in self.signatures if s.at == "last"]
+        if all(s.needles is not None for s in self._last_sigs):
+            self._last_needles = tuple(dict.fromkeys(
+                n for s in self._last_sigs for n in s.needles or ()))
         if self.any_first is None and self._first_sigs:
             self.any_first = _line_starts([x.pattern for x in self._first_sigs])
         if self.any_last is None and self._last_sigs:
@@ -161,7 +170,10 @@ class FailureLibrary:
         end: Pattern | None = None
         if self.wrappers:
             start = text[:MAX_WRAPPER]
+            c = text[:1]
             for w in self.wrappers:
+                if w.first is not None and c not in w.first:
+                    continue
                 if w.needles is not None and not any(n in start for n in w.needles):
                     continue
                 prefix = w.start.head(start)
@@ -188,7 +200,9 @@ class FailureLibrary:
                 if cut >= 0:
                     tail = tail[:cut]
             last = tail.rstrip().rsplit("\n", 1)[-1].strip()[:MAX_LINE_CHARS]
-            if last and self.any_last(last) is not None:
+            needles = self._last_needles
+            if last and (needles is None or any(n in last for n in needles)) and (
+                    self.any_last(last) is not None):
                 for sig in self._last_sigs:
                     if sig.starts(last) and (sig.also is None or sig.also.search(head) is not None
                                              or sig.also.search(tail) is not None):

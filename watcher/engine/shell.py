@@ -50,6 +50,8 @@ _TOKEN: Final = re.compile(
 _PLAIN: Final = re.compile(r"""[;&|<>()`$'"\\\n]""")
 _ASSIGN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 _QUOTES: Final = re.compile(r"""'([^']*)'|"((?:\\.|[^"\\])*)"|\\(.)""", re.S)
+# programs whose ``-c`` argument is a command line of its own
+_SHELLS: Final = ("bash", "sh", "zsh", "dash")
 # redirection targets that are not files
 _NOT_FILES: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty",
                                "-", "&1", "&2"})
@@ -134,6 +136,17 @@ class ShellClassifier:
 
     def _line(self, text: str, depth: int) -> tuple[str, str]:
         if not _PLAIN.search(text):  # the common case: one command of plain words
+            # most programs are decided by their name alone (no assignment or wrapper
+            # before them, no flags or subcommand to read): then the rest of the line
+            # need not be split into words (plain words have no quotes to take off)
+            first = text.split(None, 1)
+            if first:
+                w = self.words
+                prog = first[0].rsplit("/", 1)[-1]
+                if (prog not in w.wrappers and prog not in _SHELLS and not w.execs.get(prog)
+                        and not w.flags.get(prog) and prog not in w.subcommands
+                        and not _ASSIGN.match(first[0])):
+                    return self._program(prog, [])
             return self._simple(text.split(), depth)
         commands, redirect = _split(text)
         if commands is None:
@@ -172,7 +185,7 @@ class ShellClassifier:
             return NONE, ""
         prog = unquote(words[i]).rsplit("/", 1)[-1]
         args = words[i + 1:]
-        if prog in ("bash", "sh", "zsh", "dash") and depth < _MAX_DEPTH:
+        if prog in _SHELLS and depth < _MAX_DEPTH:
             for k, a in enumerate(args):
                 if a == "-c" or (a.startswith("-") and not a.startswith("--") and "c" in a):
                     if k + 1 < len(args):
@@ -190,6 +203,9 @@ class ShellClassifier:
         if flags:
             best, which = "", ""
             for a in args:
+                c = a[:1]
+                if c != "-" and c != "'" and c != '"' and c != "\\":
+                    continue  # unquoted, it cannot start with "-" either
                 ua = unquote(a)
                 if not ua.startswith("-"):
                     continue

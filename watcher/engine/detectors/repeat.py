@@ -32,6 +32,7 @@ from watcher.engine.detectors.base import (
 )
 from watcher.engine.detectors.keys import (
     NORMALISERS,
+    folded_before,
     memo_keys,
     normalise_step,
     part_chain,
@@ -210,7 +211,7 @@ class RepeatState(RuleState):
             done = 0
         raw_text, rawh, norm = got
         for k in range(done, len(steps)):
-            norm = normalise_step(norm, steps[k])
+            norm = normalise_step(norm, steps[k], folded_before(steps, k))
             got = cache[keys[k + 1]] = (raw_text, rawh, norm)
         return got
 

@@ -11,6 +11,8 @@ like a rule's.
 from __future__ import annotations
 
 import re
+from re import _constants as _sre_c  # type: ignore[attr-defined]
+from re import _parser as _sre_p  # type: ignore[attr-defined]
 from typing import Any
 
 from watcher.engine.calls import (
@@ -211,7 +213,7 @@ class CallSpecs:
                 pat = compile_regex(item["regex"], ctx, wp + ("regex",))
                 end = compile_regex(item["end"], ctx, wp + ("end",)) if "end" in item else None
                 if pat is not None and ("end" not in item or end is not None):
-                    wrappers.append(Wrapper(pat, end, _needles(pat)))
+                    wrappers.append(Wrapper(pat, end, _needles(pat), _starts(pat)))
         sigs: list[Signature] = []
         for i, item in enumerate(_items(data.get("signatures"), ctx, p + ("signatures",))):
             sp = p + ("signatures", i)
@@ -254,6 +256,73 @@ def _needles(p: Pattern) -> tuple[str, ...] | None:
     """Strings one of which every match of ``p`` contains (a cheap test first)."""
     lits = required_literals(p.pattern, ignore_case=bool(p.flags & re.IGNORECASE))
     return tuple(sorted(lits, key=len, reverse=True)) if lits else None
+
+
+def _starts(p: Pattern) -> frozenset[str] | None:
+    """The characters every non-empty match of ``p`` starts with, or ``None`` (any, or
+    not known: only literals, plain classes, groups, alternations and repeats are read,
+    and a case-insensitive pattern is not)."""
+    c = _sre_c
+    try:
+        parsed = _sre_p.parse(p.pattern, p.flags)
+    except (re.error, RecursionError, ValueError):
+        return None
+    if parsed.state.flags & c.SRE_FLAG_IGNORECASE:
+        return None
+
+    def seq(items: Any) -> tuple[set[str], bool] | None:
+        """(first characters, whether the sequence can match empty)."""
+        out: set[str] = set()
+        for op, av in items:
+            got = node(op, av)
+            if got is None:
+                return None
+            chars, empty = got
+            out |= chars
+            if not empty:
+                return out, False
+        return out, True
+
+    def node(op: Any, av: Any) -> tuple[set[str], bool] | None:
+        if op is c.LITERAL:
+            return {chr(av)}, False
+        if op is c.IN:
+            chars: set[str] = set()
+            for iop, iav in av:
+                if iop is c.LITERAL:
+                    chars.add(chr(iav))
+                elif iop is c.RANGE and iav[1] - iav[0] < 128:
+                    chars |= {chr(k) for k in range(iav[0], iav[1] + 1)}
+                else:  # negated, a category: not read
+                    return None
+            return chars, False
+        if op is c.AT and av in (c.AT_BEGINNING, c.AT_BEGINNING_STRING):
+            return set(), True
+        if op is c.SUBPATTERN:
+            _group, add_flags, del_flags, sub = av
+            if (add_flags | del_flags) & c.SRE_FLAG_IGNORECASE:
+                return None
+            return seq(sub)
+        if op is c.BRANCH:
+            out: set[str] = set()
+            empty = False
+            for alt in av[1]:
+                got = seq(alt)
+                if got is None:
+                    return None
+                out |= got[0]
+                empty = empty or got[1]
+            return out, empty
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            got = seq(av[2])
+            if got is None:
+                return None
+            return got[0], got[1] or av[0] == 0
+        return None
+
+    got = seq(parsed)
+    # a sequence that may match empty still starts each non-empty match with one of them
+    return frozenset(got[0]) if got is not None else None
 
 
 def _effect(value: Any, ctx: Ctx, p: Path_) -> bool:
