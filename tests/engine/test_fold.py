@@ -1,4 +1,5 @@
-"""Whitespace folding: ``collapse_ws`` is exactly ``" ".join(text.split())``.
+"""Whitespace folding (``collapse_ws`` is exactly ``" ".join(text.split())``) and the
+``cosmetic`` key normaliser (the C one is exactly the Python passes).
 
 Pure runs test the Python fallback; the compiled run (tests/test_compiled.py runs
 this suite on the built wheel) tests the C fold in ``watcher/engine/_fold.c``.
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watcher.engine import text as text_mod
+from watcher.engine.detectors import keys
 from watcher.engine.text import collapse_ws
 
 # every character str.split() splits on in ASCII, the non-ASCII kinds, and letters
@@ -53,3 +55,46 @@ def test_c_fold_when_built() -> None:
     assert fold("x" * 5000 + "  y") == "x" * 5000 + " y"  # past the stack buffer
     with pytest.raises(TypeError, match="needs str"):
         fold(b"bytes")  # type: ignore[arg-type]
+
+
+# the characters the cosmetic passes read, spaces (also in runs), and a few others
+_COSMETIC_CHARS = st.sampled_from(list(" \"'`\\/;}],{ab\n\t") + ["  ", "é", "…"])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_COSMETIC_CHARS, max_size=24).map("".join), st.booleans())
+def test_cosmetic_is_the_python_passes(text: str, fold_first: bool) -> None:
+    """The C normaliser (ASCII text, when built) gives what the Python passes give:
+    on folded text (as after ``whitespace``) and on any text, told or not told that it
+    is folded."""
+    for t in (collapse_ws(text), text):
+        for folded in ((True, False) if fold_first else (False,)):
+            assert keys._cosmetic(t, folded) == keys._cosmetic_py(t, folded)
+
+
+@pytest.mark.parametrize("text,want", [
+    ('ls -la "/srv/out/"', "ls -la/srv/out"),  # the space beside a quote goes with it
+    ("ls  -la /srv/out/", "ls -la /srv/out"),
+    ('{"cmd": "cat a.py; "}', "{cmd:cat a.py}"),
+    ("a / b", "a b"),  # the slash goes, and the two spaces it leaves are one
+    ('x \\"y\\" z', "xyz"),
+    ("echo 'a,b' /", "echoa,b"),
+])
+def test_cosmetic_examples(text: str, want: str) -> None:
+    assert keys._cosmetic(text) == want == keys._cosmetic_py(text)
+
+
+def test_c_cosmetic_when_built() -> None:
+    c = keys._COSMETIC_C
+    if c is None:
+        pytest.skip("no C normaliser in the watcher package imported here; "
+                    "tests/test_compiled.py runs this test on the built wheel")
+    text = "plain text already"
+    assert c(text, True) is text  # nothing to drop: the text itself
+    big = 'echo "x" ; ls /a/ ' * 600  # past the stack buffer, and its run of spaces path
+    assert c(big, False) == keys._cosmetic_py(big, False)
+    assert c("a  b  'c'", True) == keys._cosmetic_py("a  b  'c'", True)  # told, not folded
+    with pytest.raises(ValueError, match="ASCII"):
+        c("é", True)
+    with pytest.raises(TypeError):
+        c(b"bytes", True)  # type: ignore[arg-type]
