@@ -76,6 +76,11 @@ def test_call_times_percentiles_are_nearest_rank_over_the_recent_window() -> Non
     for _ in range(KEEP):
         t.add(1.0)
     assert t.count == KEEP and t.total == 100 + KEEP and t.longest() == 1.0
+    # the kept ones are the most recent, oldest first, however often the ring went round
+    for x in range(KEEP + 7):
+        t.add(float(x))
+    assert t.durations == [float(x) for x in range(7, KEEP + 7)]
+    assert t.percentile(100) == KEEP + 6 and t.count == KEEP
 
 
 def test_completed_times_are_exact_and_compact_events_are_timed_to_the_next_event() -> None:

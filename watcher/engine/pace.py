@@ -37,31 +37,44 @@ MAX_OPEN: Final = 64  # calls of one turn a sample waits to see end (the rest ar
 class CallTimes:
     """The recent durations of one kind of call in one task (seconds)."""
 
-    __slots__ = ("durations", "total", "_sorted")
+    __slots__ = ("_ring", "_next", "total", "_sorted")
 
     def __init__(self) -> None:
-        self.durations: list[float] = []  # oldest first, at most KEEP
+        # at most KEEP, in a ring: once full, ``_next`` is the oldest (the slot the next
+        # one takes); deleting the oldest from the front of a list moved 500 pointers
+        # on every call of every sample
+        self._ring: list[float] = []
+        self._next = 0
         self.total = 0  # every call counted, also those no longer kept
         self._sorted: list[float] | None = None
 
     def add(self, seconds: float) -> None:
-        d = self.durations
-        d.append(seconds)
-        if len(d) > KEEP:
-            del d[0]
+        ring = self._ring
+        if len(ring) < KEEP:
+            ring.append(seconds)
+        else:
+            i = self._next
+            ring[i] = seconds
+            self._next = i + 1 if i + 1 < KEEP else 0
         self.total += 1
         self._sorted = None
 
     @property
+    def durations(self) -> list[float]:
+        """The kept durations, oldest first."""
+        i = self._next
+        return self._ring[i:] + self._ring[:i]
+
+    @property
     def count(self) -> int:
         """How many durations the figures are taken over (at most :data:`KEEP`)."""
-        return len(self.durations)
+        return len(self._ring)
 
     def percentile(self, q: float) -> float:
         """The nearest-rank ``q``-th percentile (0 < q <= 100) of the kept durations."""
         s = self._sorted
         if s is None:
-            s = self._sorted = sorted(self.durations)
+            s = self._sorted = sorted(self._ring)
         if not s:
             return 0.0
         rank = max(1, math.ceil(q / 100.0 * len(s)))
@@ -76,6 +89,23 @@ def call_key(kind: str, name: Any) -> str:
     return f"{kind}:{name if isinstance(name, str) else ''}"
 
 
+# call_key of each name seen, by kind: made once, not formatted for every event
+_MODEL_KEYS: Final[dict[str, str]] = {}
+_TOOL_KEYS: Final[dict[str, str]] = {}
+MAX_KEYS: Final = 4096  # names remembered per kind (tool names are the agent's choice)
+
+
+def _key(keys: dict[str, str], kind: str, name: Any) -> str:
+    if not isinstance(name, str):
+        name = ""
+    got = keys.get(name)
+    if got is None:
+        got = call_key(kind, name)
+        if len(keys) < MAX_KEYS:
+            keys[name] = got
+    return got
+
+
 class Pace:
     """One task's completed call durations, by :func:`call_key`. The samples of a task
     are read on one thread, but a lock keeps it safe if they are not."""
@@ -85,11 +115,15 @@ class Pace:
         self._lock = threading.Lock()
 
     def record(self, key: str, seconds: float) -> None:
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (a ``with`` costs two more method lookups per call)
+        try:
             times = self.calls.get(key)
             if times is None:
                 times = self.calls[key] = CallTimes()
             times.add(seconds)
+        finally:
+            lock.release()
 
     def times(self, key: str) -> CallTimes | None:
         return self.calls.get(key)
@@ -152,9 +186,9 @@ class CallClock:
                     pace.record(key, ts - start)
             self.tools_open = []
         if etype == "model":
-            key = call_key("model", e.get("model"))
+            key = _key(_MODEL_KEYS, "model", e.get("model"))
         elif etype == "tool":
-            key = call_key("tool", e.get("function"))
+            key = _key(_TOOL_KEYS, "tool", e.get("function"))
         else:
             return
         if e.get("has_error") or e.get("error"):
