@@ -348,3 +348,19 @@ def test_wrappers_ruled_out_by_first_character_still_unwrap() -> None:
     assert lib.failure("<returncode>0</returncode><output>Error: x</output>") is None
     assert lib.failure("<returncode>127</returncode><output>fine</output>") == "exit-code"
     assert lib.failure("  Error: x") == "error-message"
+
+
+def test_short_outputs_are_judged_once_and_the_memo_stays_bounded() -> None:
+    from watcher.engine.calls import CallFacts
+    from watcher.engine.shell import MEMO_LINE, MEMO_SIZE
+
+    facts = CallFacts(failures=CALLS.failures)
+    short = SH + "/bin/bash: line 1: foo: command not found\nReward: 0.0\n"
+    long = short + "x" * MEMO_LINE
+    for _ in range(2):  # the second answer comes from the memo, and is the same
+        assert facts.failure({"result": short}) == "command-not-found"
+        assert facts.failure({"result": long}) == "command-not-found"
+    assert list(facts._failures) == [short]  # the long output is not remembered
+    for i in range(MEMO_SIZE + 5):
+        assert facts.failure({"result": f"line {i}"}) is None
+    assert 0 < len(facts._failures) <= MEMO_SIZE

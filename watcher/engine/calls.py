@@ -30,6 +30,8 @@ import orjson
 from watcher.engine.rx import Pattern, translate
 from watcher.engine.shell import (
     EFFECTS,
+    MEMO_LINE,
+    MEMO_SIZE,
     NONE,
     READ,
     UNKNOWN,
@@ -199,7 +201,8 @@ class FailureLibrary:
                 cut = end.find(tail)
                 if cut >= 0:
                     tail = tail[:cut]
-            last = tail.rstrip().rsplit("\n", 1)[-1].strip()[:MAX_LINE_CHARS]
+            kept = tail.rstrip()
+            last = kept[kept.rfind("\n") + 1:].strip()[:MAX_LINE_CHARS]
             needles = self._last_needles
             if last and (needles is None or any(n in last for n in needles)) and (
                     self.any_last(last) is not None):
@@ -216,12 +219,18 @@ class FailureLibrary:
         """The signature starting one of the first ``lines`` non-empty lines."""
         want = self.lines
         lines: list[str] = []
-        for ln in head.split("\n", 4 * want)[: 4 * want]:
-            ln = ln.strip()
+        # the first 4 * want lines, found one by one (a split would also copy the rest)
+        pos = 0
+        for _ in range(4 * want):
+            nl = head.find("\n", pos)
+            ln = (head[pos:] if nl < 0 else head[pos:nl]).strip()
             if ln:
                 lines.append(ln[:MAX_LINE_CHARS])
                 if len(lines) >= want:
                     break
+            if nl < 0:
+                break
+            pos = nl + 1
         if not lines:
             return None
         any_first = self.any_first
@@ -274,6 +283,8 @@ class CallFacts:
     _by_name: dict[str, EffectEntry | None] = field(init=False, repr=False,
                                                     default_factory=dict)
     _shell: ShellClassifier | None = field(init=False, repr=False, default=None)
+    # failure answers for short outputs (at most MEMO_SIZE, for every sample of a rule set)
+    _failures: dict[str, str | None] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self._shell = ShellClassifier(self.shell)
@@ -334,7 +345,21 @@ class CallFacts:
         text = whole.get("result") if whole else None
         if text is None:
             text = e.get("result")
-        return lib.failure(text) if type(text) is str else None
+        if type(text) is not str:
+            return None
+        if len(text) > MEMO_LINE:
+            return lib.failure(text)
+        # short outputs recur ("", a wrapper around nothing, "File created"): in the
+        # shared corpus 6,734 of 17,737 tool outputs were one seen before
+        memo = self._failures
+        try:
+            return memo[text]
+        except KeyError:
+            pass
+        got = memo[text] = lib.failure(text)
+        if len(memo) > MEMO_SIZE:
+            memo.clear()
+        return got
 
 
 # a write or unknown call that failed: taken as having changed nothing (evidence only)
