@@ -335,8 +335,8 @@ class RepeatState(RuleState):
         if spec.result_key is not None:
             result = cache.get(self.result_cache_key)
             if result is None:
-                result = cache[self.result_cache_key] = hash(key_text(
-                    spec.result_key.get(whole_view(e, cache))))
+                result = cache[self.result_cache_key] = result_hash(
+                    spec.result_key.get(whole_view(e, cache)))
         nkey: Any
         cut = PREFIX_256 if prefix_only(e, spec.id_fields) else WHOLE_VALUES
         if spec.similarity is None:
@@ -579,6 +579,20 @@ class RepeatState(RuleState):
         parts = [(f"{label(name)} x{n}" if n > 1 else label(name)) + f" ({EFFECT_WORDS[eff]})"
                  for (name, eff), n in seen.items()]
         ep.facts["between_calls"] = "; ".join(parts)
+
+
+def result_hash(value: Any) -> int:
+    """A hash of a result key's value, to compare results by. A list of texts (the
+    usual ``[result, error]``) is hashed as a tuple: each text's hash is kept by the
+    text (the key's raw parts hashed it already), where joining them first copied and
+    hashed whole outputs again on every call."""
+    if type(value) is list:
+        for x in value:
+            if x is not None and type(x) is not str:
+                break
+        else:
+            return hash(tuple(value))
+    return hash(key_text(value))
 
 
 def raw_key_text(raw: Any) -> str:
