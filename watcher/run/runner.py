@@ -112,7 +112,7 @@ class TaskWatcher:
         self._final_wait: float | None = None  # since when rows_final has waited
         # what each sample attempt spent (its findings carry it: watcher/run/spend.py);
         # from its model events when the rules read them, else from the listing
-        types = engine.event_types
+        types = self.judge.event_types
         self.spend_from_events = types is None or "model" in types
         self.refreshed_at = 0.0  # open findings last refreshed (refresh_open)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from watcher.engine import Engine, RunContext, SampleStatus
 from watcher.engine.runtime import SampleWatch
+from watcher.events import Tier
 from watcher.findings import Finding, Notice, SampleRef
 from watcher.run.spend import SpendMeter
 from watcher.run.values import Output, RunOptions, SampleView
@@ -94,11 +95,16 @@ class RowJudge:
     episode; when it does, the watch that holds it is handed to the caller, who keeps
     it as the sample's own, and the next row gets a new spare. One per task watcher
     (one thread), so every watch it lends is of that task (its pace is the task's).
+    It also keeps what the task's sample streams read (:attr:`event_types`, :attr:`tier`).
     """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._spare: SampleWatch | None = None
+        # what the rules read, for each sample's stream: properties of the rule set that
+        # walk every rule (Engine.tier), once per task rather than once per sample
+        self.event_types: frozenset[str] | None = engine.event_types
+        self.tier: Tier = engine.tier
 
     def judge(self, ref: SampleRef, raw: dict[str, Any], context: RunContext,
               end: float | None) -> tuple[list[Finding], SampleWatch | None]:
@@ -132,6 +138,8 @@ class TrackedSample:
     def __init__(self, row: SampleRow, task: TaskInfo, engine: Engine, context: RunContext,
                  opts: RunOptions, emit: Callable[[Output], None],
                  spend_from_events: bool, judge: RowJudge | None = None) -> None:
+        """``judge``: the task's (one of its own without); what its stream reads (the
+        event types and tier the rules need) is the judge's, worked out once per task."""
         self.sample_id, self.epoch = row.sample_id, row.epoch
         self.row = row
         self.engine = engine
@@ -139,10 +147,10 @@ class TrackedSample:
         self.opts = opts
         self.emit = emit
         self.spend_from_events = spend_from_events
-        self.stream = SampleStream(task, row.sample_id, row.epoch, types=engine.event_types,
-                                   tier=engine.tier, page_limit=opts.page_limit)
+        self.judge = judge = judge if judge is not None else RowJudge(engine)
+        self.stream = SampleStream(task, row.sample_id, row.epoch, types=judge.event_types,
+                                   tier=judge.tier, page_limit=opts.page_limit)
         self.stream.attempt = row.attempt
-        self.judge = judge if judge is not None else RowJudge(engine)  # shared by the task
         self.watch: SampleWatch | None = None  # opened on first need (_open_watch)
         self.closed = False  # done and its rule state dropped (close)
         # what the watch is opened with: the attempt it would have been opened on at the
