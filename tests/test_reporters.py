@@ -99,6 +99,28 @@ def test_registry_names() -> None:
     assert REPORTERS["text"] is TextReporter and REPORTERS["html"] is HtmlReporter
 
 
+def test_registry_commands_agree_with_the_classes() -> None:
+    """The registry spells each built-in reporter's commands so that choosing a format
+    imports no other reporter; the class stays what decides."""
+    from watcher.reporters.registry import builtin_commands
+
+    for name in REPORTERS:
+        assert builtin_commands(name) == REPORTERS[name].commands, name
+    assert builtin_commands("nosuch") == frozenset()
+
+
+def test_a_watch_imports_only_the_reporter_it_writes_with(tmp_path: Path) -> None:
+    """``watch --format jsonl`` paid ~60 ms importing the HTML and Markdown renderers."""
+    code = ("import sys, watcher.app; from watcher.reporters import get_reporter; "
+            "get_reporter('jsonl', 'watch'); "
+            "mods = [m for m in ('html', 'markdown', 'text', 'jsonl') "
+            "if 'watcher.reporters.' + m in sys.modules]; print(mods)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "['jsonl']"
+
+
 # --- text ----------------------------------------------------------------------------
 
 

@@ -8,8 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from watcher.app import WatchOptions, load_engine
-from watcher.findings import Finding
+from watcher.engine import Engine, RunContext
+from watcher.engine.runtime import SampleWatch
+from watcher.findings import Finding, SampleRef
 from watcher.run.runner import TaskWatcher
+from watcher.run.tracked import RowJudge, TrackedSample
 from watcher.run.values import RunOptions
 from watcher.sources.base import (
     EventPage,
@@ -20,6 +23,7 @@ from watcher.sources.base import (
     encode_cursor,
 )
 from watcher.state import WatchState
+from watcher.stream import StreamItem
 
 TOKENS = {"s1": 100, "s2": 120, "s3": 110, "s4": 90, "s5": 105, "s6": 2000}
 
@@ -109,3 +113,86 @@ def test_quiet_samples_clock_rules_are_checked_every_few_seconds() -> None:
             tw.cycle(100.0 + step)
     assert {now for _, now in ticks} == {100.0 + TICK_EVERY}
     assert sorted(sid for sid, _ in ticks) == sorted(TOKENS)
+
+
+class CountingEngine(Engine):
+    """The built-in rules, counting the sample watches opened."""
+
+    opened = 0
+
+    def open_sample(self, ref: SampleRef) -> SampleWatch:
+        self.opened += 1
+        return super().open_sample(ref)
+
+
+def _counting_engine() -> CountingEngine:
+    return CountingEngine(load_engine(WatchOptions()).rules)
+
+
+def _row(sid: str, **raw: Any) -> SampleRow:
+    raw = {"sample_id": sid, "epoch": 1, "status": "completed", "total_tokens": 100,
+           "completed_at": 1000.0, **raw}
+    return SampleRow(sample_id=sid, epoch=1, status="completed", raw=raw)
+
+
+def _tracked(engine: Engine, row: SampleRow, out: list[Any],
+             judge: RowJudge | None = None) -> TrackedSample:
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
+    tracked = TrackedSample(row, task, engine, RunContext(task="t"), RunOptions(once=True),
+                            out.append, True, judge)
+    tracked.on_row(row, 1000.0)
+    return tracked
+
+
+def _found(out: list[Any]) -> list[tuple[str, str]]:
+    return [(f.rule, f.status) for f in out if isinstance(f, Finding)]
+
+
+def test_a_listed_sample_holds_no_rule_state_until_its_events_are_read() -> None:
+    """5,000 listed samples held 5,000 watches until each was read: a sample's watch is
+    opened by its first events and dropped when it is done; its row, judged at listing
+    with the task's spare watch, says the same."""
+    engine = _counting_engine()
+    out: list[Any] = []
+    judge = RowJudge(engine)
+    quiet = [_tracked(engine, _row(f"s{i}"), out, judge) for i in range(5)]
+    assert [t.watch for t in quiet] == [None] * 5
+    assert engine.opened == 1  # the task's spare, lent to every row in turn
+    assert out == []
+    quiet[0].apply(StreamItem(events=[{"type": "info", "timestamp": 1.0, "data": "x"}],
+                              done=True), 1001.0)
+    assert quiet[0].closed and quiet[0].watch is None, "read to its end: dropped"
+    assert engine.opened == 2
+
+
+def test_a_row_that_opens_an_episode_keeps_its_watch_to_the_end() -> None:
+    """A row finding is an open episode: the watch that judged it becomes the sample's,
+    and ends it when the sample is done, as a watch opened at listing did."""
+    engine = _counting_engine()
+    out: list[Any] = []
+    judge = RowJudge(engine)
+    limited = _tracked(engine, _row("s1", limit="token"), out, judge)
+    assert limited.watch is not None
+    assert _found(out) == [("limit-row", "open")]
+    after = _tracked(engine, _row("s2"), out, judge)  # a new spare, not s1's watch
+    assert after.watch is None and engine.opened == 2
+    limited.apply(StreamItem(events=[], done=True), 1001.0)
+    assert _found(out) == [("limit-row", "open"), ("limit-row", "ended")]
+    assert limited.watch is None
+
+
+def test_the_whole_task_pass_opens_no_watch_per_sample() -> None:
+    """The outlier pass over a finished task judged each closed sample with a watch of
+    its own; the task's spare judges those that say nothing."""
+    src = Rows()
+    src.done = set(TOKENS)
+    engine = _counting_engine()
+    out: list[Any] = []
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m", status="success")
+    tw = TaskWatcher(src, task, engine, RunOptions(once=True), WatchState(), out.append)
+    tw.cycle(100.0)
+    assert all(t.closed for t in tw.samples.values())
+    # each sample's own watch (read, then closed) and the spare, which s6's finding (the
+    # last row) kept; a watch a sample was 12
+    assert engine.opened == len(TOKENS) + 1
+    assert _outliers(out) == [("s6", "open"), ("s6", "ended")]

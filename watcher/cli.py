@@ -48,10 +48,10 @@ class ReporterChoice(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> str:
-        from watcher.reporters.registry import BUILTIN, ReporterError, get_reporter
+        from watcher.reporters.registry import ReporterError, builtin_commands, get_reporter
 
         name = str(value)
-        if name not in BUILTIN or self.command not in BUILTIN[name].commands:
+        if self.command not in builtin_commands(name):
             try:
                 get_reporter(name, self.command)
             except ReporterError as e:

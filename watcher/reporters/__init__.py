@@ -10,18 +10,12 @@ opened with :meth:`~watcher.reporters.base.Reporter.open`.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from watcher.reporters.base import OutputError, OutputOptions, Reporter, find_outliers
-from watcher.reporters.html import HtmlReporter, render_html
-from watcher.reporters.jsonl import (
-    JsonlReporter,
-    merge_findings,
-    read_jsonl,
-    summary_from_jsonl,
-)
-from watcher.reporters.markdown import MarkdownReporter, render_markdown
 from watcher.reporters.registry import BUILTIN as REPORTERS
 from watcher.reporters.registry import ENTRY_POINT_GROUP, ReporterError, get_reporter
-from watcher.reporters.text import TextReporter
 from watcher.summary import (
     ReportContext,
     RunSummary,
@@ -31,6 +25,35 @@ from watcher.summary import (
     TaskSummary,
     fold_findings,
 )
+
+if TYPE_CHECKING:
+    from watcher.reporters.html import HtmlReporter, render_html
+    from watcher.reporters.jsonl import (
+        JsonlReporter,
+        merge_findings,
+        read_jsonl,
+        summary_from_jsonl,
+    )
+    from watcher.reporters.markdown import MarkdownReporter, render_markdown
+    from watcher.reporters.text import TextReporter
+
+# the renderers, imported on first use (PEP 562): a watch writes one format, and the
+# HTML one alone took ~30 ms to import (watcher.reporters.registry)
+_LAZY = {
+    "HtmlReporter": "html", "render_html": "html",
+    "JsonlReporter": "jsonl", "merge_findings": "jsonl", "read_jsonl": "jsonl",
+    "summary_from_jsonl": "jsonl",
+    "MarkdownReporter": "markdown", "render_markdown": "markdown",
+    "TextReporter": "text",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "ENTRY_POINT_GROUP",

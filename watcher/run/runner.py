@@ -28,7 +28,7 @@ from watcher.discovery import ControlServer
 from watcher.engine import Engine, RunContext
 from watcher.findings import Notice
 from watcher.run.spend import SpendMeter
-from watcher.run.tracked import READ_ATTEMPTS, TrackedSample, row_end, sample_ref
+from watcher.run.tracked import READ_ATTEMPTS, RowJudge, TrackedSample, row_end, sample_ref
 from watcher.run.values import KEEP_ALIVE_GRACE, Origin, Output, RunOptions, TaskView
 from watcher.sources.base import (
     BadResponse,
@@ -98,6 +98,8 @@ class TaskWatcher:
         # other samples of this task, so sample rules can tell task-wide from local errors
         self.context = RunContext(task=task.task)
         self._in_context: set[tuple[str, int]] = set()
+        # judges the rows of samples without rule state of their own (RowJudge)
+        self.judge = RowJudge(engine)
         self.full_listing_at = 0.0
         self.listed_at = 0.0
         self._listing: Future[tuple[SampleListing, float | None]] | None = None
@@ -110,7 +112,7 @@ class TaskWatcher:
         self._final_wait: float | None = None  # since when rows_final has waited
         # what each sample attempt spent (its findings carry it: watcher/run/spend.py);
         # from its model events when the rules read them, else from the listing
-        types = engine.event_types
+        types = self.judge.event_types
         self.spend_from_events = types is None or "model" in types
         self.refreshed_at = 0.0  # open findings last refreshed (refresh_open)
 
@@ -271,11 +273,12 @@ class TaskWatcher:
                 tracked = self.samples.get(key)
                 if tracked is not None and (tracked.unreadable or tracked.judge_row(row)):
                     continue
-                # closed: a watch of its own for this pass (only outlier rules answer)
-                late = self.engine.open_sample(sample_ref(self.task, key[0], key[1],
-                                                          row.attempt))
-                found = late.sample_row(row.raw, self.context, row_end(row))
-                if not found:
+                # closed (or never tracked): judged with the task's spare watch (only
+                # outlier rules answer), not a watch opened for each of 5,000 samples
+                found, late = self.judge.judge(
+                    sample_ref(self.task, key[0], key[1], row.attempt), row.raw,
+                    self.context, row_end(row))
+                if not found or late is None:
                     continue
                 found += late.finalize(time.time())
                 if tracked is not None:
@@ -414,7 +417,7 @@ class TaskWatcher:
                 return
             tracked = self.samples[key] = TrackedSample(
                 row, self.task, self.engine, self.context, self.opts, self.emit,
-                self.spend_from_events)
+                self.spend_from_events, self.judge)
         # (a sample closed before this row was counted when it was: see TrackedSample)
         self._count_in_context(key, row)
         tracked.on_row(row, now)

@@ -17,6 +17,7 @@ from typing import Any
 
 from watcher.engine import Engine, RunContext, SampleStatus
 from watcher.engine.runtime import SampleWatch
+from watcher.events import Tier
 from watcher.findings import Finding, Notice, SampleRef
 from watcher.run.spend import SpendMeter
 from watcher.run.values import Output, RunOptions, SampleView
@@ -77,19 +78,68 @@ def sample_ref(task: TaskInfo, sample_id: str, epoch: int, attempt: int) -> Samp
                      log_location=task.log_location, pid=task.pid)
 
 
+def _untouched(watch: SampleWatch) -> bool:
+    """Whether no rule state of ``watch`` has opened an episode (a row that said nothing
+    leaves a fresh watch as it was: only an episode, reported or still silent for want
+    of its ``require``, is state a later step reads)."""
+    return all(s is None or s.episodes == 0 for s in watch.state_list)
+
+
+class RowJudge:
+    """Judges the listing rows of a task's samples that hold no rule state of their own
+    (not read yet, or closed), with one spare :class:`SampleWatch` of the task.
+
+    Opening a watch per row to judge it (its rule states, its pace clock) was most of
+    what a listed sample cost, and kept every listed sample's watch alive until its
+    events were read: 5,000 of them in a post-hoc scan. A row almost never opens an
+    episode; when it does, the watch that holds it is handed to the caller, who keeps
+    it as the sample's own, and the next row gets a new spare. One per task watcher
+    (one thread), so every watch it lends is of that task (its pace is the task's).
+    It also keeps what the task's sample streams read (:attr:`event_types`, :attr:`tier`).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._spare: SampleWatch | None = None
+        # what the rules read, for each sample's stream: properties of the rule set that
+        # walk every rule (Engine.tier), once per task rather than once per sample
+        self.event_types: frozenset[str] | None = engine.event_types
+        self.tier: Tier = engine.tier
+
+    def judge(self, ref: SampleRef, raw: dict[str, Any], context: RunContext,
+              end: float | None) -> tuple[list[Finding], SampleWatch | None]:
+        """The row's findings, and the watch they left state in (``None``: none was)."""
+        watch = self._spare
+        if watch is None:
+            watch = self.engine.open_sample(ref)
+        else:  # as SampleWatch._setup names a sample (what findings and exceptions read)
+            watch.ref = ref
+            watch.sample_view = ref.as_dict()
+        found = watch.sample_row(raw, context, end)
+        if found or not _untouched(watch):
+            self._spare = None
+            return found, watch
+        self._spare = watch
+        return found, None
+
+
 class TrackedSample:
     """One sample being read: from its first row to its close.
 
-    ``watch`` is its rule state (``None`` once closed: a long run must not keep every
-    sample's); ``meter`` what the current attempt spent; ``recent`` its last events
-    (``opts.recent_events``, read by front ends from another thread: a deque's copy is
-    atomic); ``failures``/``retry_at`` its failed reads; ``last_polled``/``ticked_at``
-    when it was last read and its clock rules last checked.
+    ``watch`` is its rule state, opened when its first events are read (or a row leaves
+    state in it) and dropped when it is closed (``closed``): a listing of 5,000 samples
+    must not hold 5,000 watches, nor a long run every sample's. Until then its rows are
+    judged by the task's ``judge``. ``meter`` is what the current attempt spent;
+    ``recent`` its last events (``opts.recent_events``, read by front ends from another
+    thread: a deque's copy is atomic); ``failures``/``retry_at`` its failed reads;
+    ``last_polled``/``ticked_at`` when it was last read and its clock rules last checked.
     """
 
     def __init__(self, row: SampleRow, task: TaskInfo, engine: Engine, context: RunContext,
                  opts: RunOptions, emit: Callable[[Output], None],
-                 spend_from_events: bool) -> None:
+                 spend_from_events: bool, judge: RowJudge | None = None) -> None:
+        """``judge``: the task's (one of its own without); what its stream reads (the
+        event types and tier the rules need) is the judge's, worked out once per task."""
         self.sample_id, self.epoch = row.sample_id, row.epoch
         self.row = row
         self.engine = engine
@@ -97,10 +147,15 @@ class TrackedSample:
         self.opts = opts
         self.emit = emit
         self.spend_from_events = spend_from_events
-        self.stream = SampleStream(task, row.sample_id, row.epoch, types=engine.event_types,
-                                   tier=engine.tier, page_limit=opts.page_limit)
+        self.judge = judge = judge if judge is not None else RowJudge(engine)
+        self.stream = SampleStream(task, row.sample_id, row.epoch, types=judge.event_types,
+                                   tier=judge.tier, page_limit=opts.page_limit)
         self.stream.attempt = row.attempt
-        self.watch: SampleWatch | None = engine.open_sample(self.ref(row.attempt))
+        self.watch: SampleWatch | None = None  # opened on first need (_open_watch)
+        self.closed = False  # done and its rule state dropped (close)
+        # what the watch is opened with: the attempt it would have been opened on at the
+        # first row (or at a new attempt), not one a read has moved the stream to since
+        self._watch_ref = self.ref(row.attempt)
         self._meter: SpendMeter | None = None
         self.recent: deque[dict[str, Any]] | None = None
         self.failures = 0  # reads in a row that failed
@@ -175,10 +230,25 @@ class TrackedSample:
             self.emit(err.notice(at=time.time()))
 
     def _open_watch(self) -> SampleWatch:
+        """Its rule state, opened now if it was not yet (raises once it is closed)."""
         watch = self.watch
         if watch is None:
-            raise RuntimeError(f"sample {self.sample_id} epoch {self.epoch} is closed")
+            if self.closed:
+                raise RuntimeError(f"sample {self.sample_id} epoch {self.epoch} is closed")
+            watch = self.watch = self.engine.open_sample(self._watch_ref)
         return watch
+
+    def _judge(self, raw: dict[str, Any], end: float | None) -> None:
+        """Judge a row with its own rule state, or (none opened yet) the task's spare
+        watch, keeping that watch as its own if the row left state in it."""
+        watch = self.watch
+        if watch is not None:
+            self.findings(watch.sample_row(raw, self.context, end))
+            return
+        found, kept = self.judge.judge(self._watch_ref, raw, self.context, end)
+        if kept is not None:
+            self.watch = kept
+        self.findings(found)
 
     # -- its life --------------------------------------------------------------
 
@@ -199,7 +269,9 @@ class TrackedSample:
             stream.attempt = row.attempt
             if self.watch is not None:
                 self.watch.ref = self.ref(row.attempt)
-            if stream.done and self.watch is None:
+            elif not self.closed:
+                self._watch_ref = self.ref(row.attempt)
+            if stream.done and self.closed:
                 return  # read to its end and closed before the log said so
         elif row.attempt > stream.attempt:
             # a retry; the failed attempt may already have read as done (its terminal
@@ -207,7 +279,7 @@ class TrackedSample:
             if stream.done:
                 self.emit(SampleDone(self._state_key(), reopened=True))
             self.new_attempt(row.attempt)
-        elif stream.done and self.watch is None:
+        elif stream.done and self.closed:
             return  # finished and closed: its rows have nothing more to say
         self.meter.row(row.raw)
         # a finding about a finished sample's row (a limit it hit) is dated at the sample's
@@ -218,7 +290,9 @@ class TrackedSample:
             self.deferred_row = row
         else:
             self.deferred_row = None
-            self.findings(self._open_watch().sample_row(row.raw, self.context, end))
+            if self.closed:
+                self._open_watch()  # raises: a closed sample's row is not judged here
+            self._judge(row.raw, end)
         if stream.done and row.terminal:
             self.close()
 
@@ -330,8 +404,10 @@ class TrackedSample:
         self.findings(self._open_watch().finalize(now))
 
     def close(self) -> None:
-        """Drop a finished sample's rule state: a long run must not keep every sample's."""
+        """Drop a finished sample's rule state: a long run must not keep every sample's.
+        (One never opened has nothing to end: a fresh watch's finalize says nothing.)"""
         watch, self.watch = self.watch, None
+        self.closed = True
         if watch is not None:
             self.findings(watch.finalize(time.time()))
         self._meter = None
@@ -340,8 +416,9 @@ class TrackedSample:
         """The listing says the sample was retried: the old attempt's findings end, the
         stream starts over, and the new attempt spends from nothing."""
         watch = self.watch
-        if watch is None:  # the failed attempt was finished and closed
-            self.watch = self.engine.open_sample(self.ref(attempt))
+        if watch is None:  # the failed attempt was closed (or never opened): a new watch
+            self.closed = False
+            self._watch_ref = self.ref(attempt)
         else:
             self.findings(watch.finalize(time.time()))
             watch.reset_attempt(self.ref(attempt))
@@ -367,10 +444,10 @@ class TrackedSample:
     def refresh(self) -> None:
         """Its open findings again, as they stand: how far a loop went by now and what
         the sample spent since (see :meth:`TaskWatcher.refresh_open`)."""
-        watch = self.watch
-        if watch is None:
+        if self.closed:
             return
-        grown = watch.grown_snapshots()
+        watch = self.watch
+        grown = watch.grown_snapshots() if watch is not None else []
         if self._meter is None and not grown:
             return
         meter = self.meter
@@ -380,21 +457,19 @@ class TrackedSample:
             self.emit(f)
 
     def judge_row(self, row: SampleRow) -> bool:
-        """Judge a finished task's row with its open rule state (what needs every sample:
+        """Judge a finished task's row with its rule state (what needs every sample:
         outliers); ``False`` when it is closed and the caller must judge it apart."""
-        watch = self.watch
-        if watch is None:
+        if self.closed:
             return False
-        self.findings(watch.sample_row(row.raw, self.context, row_end(row)))
+        self._judge(row.raw, row_end(row))
         return True
 
     def _judge_deferred(self) -> None:
         """The finished row kept for the sample's end (see :meth:`on_row`), judged now that
         its last event's time is known."""
         row, self.deferred_row = self.deferred_row, None
-        watch = self.watch
-        if row is not None and watch is not None:
-            self.findings(watch.sample_row(row.raw, self.context, self.stream.last_event_at))
+        if row is not None and not self.closed:
+            self._judge(row.raw, self.stream.last_event_at)
 
     def _forget_failures(self) -> None:
         self.failures = 0
