@@ -291,8 +291,7 @@ class SampleWatch:
         self._setup(ref)
 
     def _setup(self, ref: SampleRef) -> None:
-        self.ref = ref
-        self.sample_view: dict[str, Any] = ref.as_dict()
+        self.rename(ref)
         eng = self.engine
         # in load order (Engine.order). An event rule's state is created by the first
         # event it matches: a fresh state is unarmed, so until then a miss could not
@@ -324,6 +323,12 @@ class SampleWatch:
         if eng.paced:
             self.pace = eng.paces.of(ref.eval_id, ref.task_id)
             self.calls = CallClock(self.pace)
+
+    def rename(self, ref: SampleRef) -> None:
+        """Name the sample (what findings and exceptions read) without touching its state:
+        a new attempt number, or a fresh watch lent to judge another sample's row."""
+        self.ref = ref
+        self.sample_view: dict[str, Any] = ref.as_dict()
 
     def _state(self, i: int) -> RuleState:
         """Rule ``i``'s state, created on first use."""

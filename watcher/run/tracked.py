@@ -112,9 +112,8 @@ class RowJudge:
         watch = self._spare
         if watch is None:
             watch = self.engine.open_sample(ref)
-        else:  # as SampleWatch._setup names a sample (what findings and exceptions read)
-            watch.ref = ref
-            watch.sample_view = ref.as_dict()
+        else:
+            watch.rename(ref)
         found = watch.sample_row(raw, context, end)
         if found or not _untouched(watch):
             self._spare = None
@@ -268,7 +267,7 @@ class TrackedSample:
                         attempt=row.attempt)
             stream.attempt = row.attempt
             if self.watch is not None:
-                self.watch.ref = self.ref(row.attempt)
+                self.watch.rename(self.ref(row.attempt))
             elif not self.closed:
                 self._watch_ref = self.ref(row.attempt)
             if stream.done and self.closed:
