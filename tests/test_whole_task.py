@@ -196,3 +196,46 @@ def test_the_whole_task_pass_opens_no_watch_per_sample() -> None:
     # last row) kept; a watch a sample was 12
     assert engine.opened == len(TOKENS) + 1
     assert _outliers(out) == [("s6", "open"), ("s6", "ended")]
+
+
+class TimedRows(Rows):
+    """Each sample has one event, at ``EVENT_AT``; rows say when they ended only with
+    ``completed``."""
+
+    EVENT_AT = 1_700_000_000.0
+
+    def __init__(self, completed: float | None) -> None:
+        super().__init__()
+        self.completed = completed
+
+    def samples(self, task: TaskInfo, active_since: float | None = None,
+                all_rows: bool = False) -> SampleListing:
+        listing = super().samples(task, active_since, all_rows)
+        if self.completed is not None:
+            for row in listing.samples:
+                row.raw["completed_at"] = self.completed
+        return listing
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: str, limit: int = 500) -> EventPage:
+        if since is not None:
+            return EventPage(events=[], next=since, done=True)
+        ev = {"type": "model", "event": "model", "uuid": f"m-{sample_id}", "pending": False,
+              "timestamp": self.EVENT_AT, "model": "m", "output": {"completion": "hi"}}
+        return EventPage(events=[ev], next=encode_cursor("n", 1), done=True)
+
+
+def test_a_finished_samples_outlier_is_dated_at_its_end_not_at_the_scan() -> None:
+    """A post-hoc scan dated an outlier (open and ended) at the scan's wall clock: by the
+    row's end when it says, else by the sample's last event (older logs' rows say none)."""
+    for completed, want in ((None, TimedRows.EVENT_AT), (1_700_000_500.0, 1_700_000_500.0)):
+        src = TimedRows(completed)
+        src.done = set(TOKENS)
+        out: list[Any] = []
+        task = TaskInfo(eval_id="e", task="t", task_id="t", model="m", status="success")
+        tw = TaskWatcher(src, task, load_engine(WatchOptions()), RunOptions(once=True),
+                         WatchState(), out.append)
+        tw.cycle(100.0)
+        found = [f for f in out if isinstance(f, Finding) and f.rule == "token-outlier"]
+        assert [f.status for f in found] == ["open", "ended"]
+        assert {(f.first_seen, f.last_seen) for f in found} == {(want, want)}

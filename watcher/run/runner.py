@@ -275,12 +275,14 @@ class TaskWatcher:
                     continue
                 # closed (or never tracked): judged with the task's spare watch (only
                 # outlier rules answer), not a watch opened for each of 5,000 samples
+                end = tracked.ended_at(row) if tracked is not None else row_end(row)
                 found, late = self.judge.judge(
                     sample_ref(self.task, key[0], key[1], row.attempt), row.raw,
-                    self.context, row_end(row))
+                    self.context, end)
                 if not found or late is None:
                     continue
-                found += late.finalize(time.time())
+                # the sample is over: its finding ends when it did, not when judged
+                found += late.finalize(end if end is not None else time.time())
                 if tracked is not None:
                     tracked.findings(found)
                     continue

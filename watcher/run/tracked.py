@@ -460,8 +460,16 @@ class TrackedSample:
         outliers); ``False`` when it is closed and the caller must judge it apart."""
         if self.closed:
             return False
-        self._judge(row.raw, row_end(row))
+        self._judge(row.raw, self.ended_at(row))
         return True
+
+    def ended_at(self, row: SampleRow) -> float | None:
+        """When the sample ended: its row's times, else (an older log's rows carry none)
+        its last event's, once read to its end; ``None`` while it runs."""
+        end = row_end(row)
+        if end is None and self.stream.done and row.terminal:
+            end = self.stream.last_event_at
+        return end
 
     def _judge_deferred(self) -> None:
         """The finished row kept for the sample's end (see :meth:`on_row`), judged now that
