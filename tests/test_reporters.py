@@ -367,6 +367,28 @@ def test_jsonl_non_finite_facts_are_strict_json() -> None:
     assert rec["evidence"]["facts"]["obj"].startswith("<object")
 
 
+def test_json_safe_fast_path_matches_the_general_walk() -> None:
+    """The exact-type fast path gives what the general ``isinstance`` walk gives, nested
+    NaN, tuples, sets, subclasses of str and int, and non-text keys included."""
+    from enum import IntEnum, StrEnum
+
+    from watcher.reporters.jsonl import _json_safe, _json_safe_any
+
+    class Colour(StrEnum):
+        RED = "red"
+
+    class Level(IntEnum):
+        HIGH = 4
+
+    value = {"a": [1, 2.5, float("nan"), (True, None, "x")], 3: {"inf": float("-inf")},
+             "set": {7}, "enum": Colour.RED, Level.HIGH: Level.HIGH, "obj": [object]}
+    got = _json_safe(value)
+    assert got == _json_safe_any(value)
+    assert got["a"][2] is None and got["3"]["inf"] is None and got["a"][3] == [True, None, "x"]
+    assert got["set"] == [7] and got["enum"] is Colour.RED and got[str(Level.HIGH)] is Level.HIGH
+    assert got["obj"] == [str(object)]
+
+
 def test_jsonl_file_appends_from_two_writers(tmp_path: Path) -> None:
     path = tmp_path / "findings.jsonl"
     a, b = JsonlReporter(path), JsonlReporter(path)

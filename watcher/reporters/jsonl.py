@@ -41,8 +41,33 @@ EXCERPT_CAP = 500  # chars per agent_text excerpt unless full_evidence
 EXCERPTS_MAX = 5  # excerpts per finding unless full_evidence
 
 
+# JSON's own scalars, returned as they are (the exact types: a subclass, such as an
+# enum, takes the general path below)
+_SCALARS: frozenset[type] = frozenset({str, int, bool, type(None)})
+
+
 def _json_safe(v: Any) -> Any:
-    """Make facts serialisable as strict JSON (no NaN/Infinity, no arbitrary objects)."""
+    """Make facts serialisable as strict JSON (no NaN/Infinity, no arbitrary objects).
+
+    A finding's record is mostly plain dicts, lists and scalars: those exact types are
+    told by one type lookup, not a chain of ``isinstance`` tests (the walk cost as much
+    as encoding the JSON on a scan writing many findings).
+    """
+    t = type(v)
+    if t in _SCALARS:
+        return v
+    if t is dict:
+        scalars = _SCALARS
+        return {k if type(k) is str else str(k):
+                x if type(x) in scalars else _json_safe(x) for k, x in v.items()}
+    if t is list:
+        scalars = _SCALARS
+        return [x if type(x) in scalars else _json_safe(x) for x in v]
+    return _json_safe_any(v)
+
+
+def _json_safe_any(v: Any) -> Any:
+    """:func:`_json_safe` of any value (its general case: floats, subclasses, sets)."""
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, dict):
