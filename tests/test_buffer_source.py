@@ -824,3 +824,13 @@ def test_an_end_read_cut_is_read_again_until_whole() -> None:
     pages = [_read(src2, task, None) for _ in range(buffer.MAX_HOLDS + 1)]
     assert [p.done for p in pages] == [False] * buffer.MAX_HOLDS + [True]
     assert pages[-1].events[0]["result"] == "r" * 256
+
+
+def test_cursor_tokens_are_the_servers_own() -> None:
+    """Our cursor tokens are byte for byte Inspect's (its control server's encoder), for
+    nonces that JSON must escape too, and read back to what they hold."""
+    from inspect_ai._control.events import encode_cursor as server_encode
+
+    for nonce, offset in [("U2:0", 0), ("a\"b\\c", 7), ("é\u2028", 12345678901), ("", 3)]:
+        assert encode_cursor(nonce, offset) == server_encode(nonce, offset)
+        assert decode_cursor(encode_cursor(nonce, offset)) == (nonce, offset)

@@ -209,7 +209,9 @@ def encode_cursor(nonce: str, offset: int) -> str:
     each with a safe fallback: the stream peeks at the nonce to notice a new attempt
     early, and the sample-buffer reader continues a page the control channel served.
     """
-    raw = json.dumps({"n": nonce, "i": offset}, separators=(",", ":")).encode("utf-8")
+    # the bytes of json.dumps({"n": nonce, "i": offset}, separators=(",", ":")), built
+    # without a JSON encoder made per call (a third of the cost): one per sample read
+    raw = ('{"n":' + json.dumps(nonce) + ',"i":' + str(int(offset)) + "}").encode("utf-8")
     return base64.urlsafe_b64encode(raw).decode("ascii")
 
 
