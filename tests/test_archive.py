@@ -1,0 +1,74 @@
+"""Reading a ``.eval`` zip's entries straight from the file (sources/logfiles/archive.py):
+the same bytes as :mod:`zipfile` for every method Inspect writes, the same refusals."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+import zipfile_zstd  # noqa: F401  (registers zstd with zipfile, as Inspect does)
+
+from watcher.sources.logfiles.archive import EntryTooLarge, _read_entry, open_zip
+
+ZSTD = 93
+DOC = b'{"events": [' + b", ".join(b'{"n": %d, "text": "step %d"}' % (i, i)
+                                   for i in range(3000)) + b"]}"
+
+
+def _zip(path: Path, method: int, data: bytes = DOC, name: str = "samples/a_epoch_1.json") -> Path:
+    with zipfile.ZipFile(path, "w", compression=method) as z:
+        z.writestr(name, data)
+    return path
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, ZSTD])
+def test_every_method_reads_as_zipfile_does(tmp_path: Path, method: int) -> None:
+    path = _zip(tmp_path / f"m{method}.eval", method)
+    z = zipfile.ZipFile(path)
+    [info] = z.infolist()
+    assert _read_entry(z, info, len(DOC) + 1) == DOC == z.read(info.filename)
+    assert open_zip(str(path)).read(info.filename, len(DOC)) == DOC
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, ZSTD])
+def test_inflating_stops_at_the_limit(tmp_path: Path, method: int) -> None:
+    """An entry whose directory understates its size is still cut at the limit."""
+    path = _zip(tmp_path / f"big{method}.eval", method, b"0" * 3_000_000)
+    z = zipfile.ZipFile(path)
+    [info] = z.infolist()
+    assert len(_read_entry(z, info, 1000) or b"") == 1000
+    shared = open_zip(str(path))
+    shared._z.getinfo(info.filename).file_size = 10  # the directory lies
+    with pytest.raises(EntryTooLarge):
+        shared.read(info.filename, 2000)
+
+
+def test_a_corrupt_entry_is_refused_not_returned(tmp_path: Path) -> None:
+    """A flipped byte in a stored entry fails its CRC; a local header naming another
+    file fails as in zipfile: the caller then asks Inspect's reader."""
+    path = _zip(tmp_path / "bad.eval", zipfile.ZIP_STORED)
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"step 17")
+    raw[at] ^= 0x20
+    path.write_bytes(bytes(raw))
+    z = zipfile.ZipFile(path)
+    [info] = z.infolist()
+    with pytest.raises(zipfile.BadZipFile, match="CRC"):
+        _read_entry(z, info, len(DOC) + 1)
+    renamed = _zip(tmp_path / "renamed.eval", ZSTD, name="samples/b_epoch_1.json")
+    raw = bytearray(renamed.read_bytes())
+    raw[30:30 + len("samples/b")] = b"samples/c"  # the local header's name only
+    renamed.write_bytes(bytes(raw))
+    z = zipfile.ZipFile(renamed)
+    [info] = z.infolist()
+    with pytest.raises(zipfile.BadZipFile, match="differ"):
+        _read_entry(z, info, len(DOC) + 1)
+
+
+def test_encrypted_entries_are_left_to_zipfile(tmp_path: Path) -> None:
+    path = _zip(tmp_path / "enc.eval", zipfile.ZIP_DEFLATED)
+    z = zipfile.ZipFile(path)
+    [info] = z.infolist()
+    info.flag_bits |= 0x1
+    assert _read_entry(z, info, len(DOC) + 1) is None
