@@ -8,7 +8,7 @@ fuzzy keys on their first :data:`FUZZY_KEY_CHARS` characters.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from rapidfuzz import fuzz
@@ -89,6 +89,11 @@ class RepeatSpec:
     # two repeats: a user's reply, after which the next variant may be what they asked for
     breaks: Pred | None = None
     kind: str = "repeat"
+    # (step_keys, part_keys, the result key's cache key), made once: a sample's state
+    # is opened by its first matching call, and building them there was a tenth of
+    # the engine's cost on samples of a few calls
+    _keys: tuple[tuple[str, ...], tuple[tuple[str, ...], ...], str] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     @property
     def min_count(self) -> int:
@@ -107,6 +112,14 @@ class RepeatSpec:
     def part_keys(self) -> tuple[tuple[str, ...], ...]:
         """:func:`part_keys` of each field of a plain-fields key (empty otherwise)."""
         return tuple(part_keys(f, self.normalise) for f in self.key.parts or ())
+
+    def state_keys(self) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...], str]:
+        """``(step_keys, part_keys, result cache key)``, made on first use and kept."""
+        got = self._keys
+        if got is None:
+            got = self._keys = (self.step_keys, self.part_keys, cache_key(
+                "result-key", self.result_key.source if self.result_key else ""))
+        return got
 
     def new_state(self, rule: Rule, watch: SampleWatch) -> RuleState:
         return RepeatState(rule, watch, self)
@@ -165,11 +178,8 @@ class RepeatState(RuleState):
         # the current event's raw key (see raw_key_text): a finding shows the latest one
         self.raw_now: Any = ""
         self.brk = 0  # ``breaks`` events seen so far
-        self.step_keys = spec.step_keys
-        self.part_keys = spec.part_keys
-        self.cache_key = spec.step_keys[-1]
-        self.result_cache_key = cache_key(
-            "result-key", spec.result_key.source if spec.result_key else "")
+        self.step_keys, self.part_keys, self.result_cache_key = spec.state_keys()
+        self.cache_key = self.step_keys[-1]
 
     def _read_key(self, e: Event, cache: dict[Any, Any]) -> tuple[Any, int, str]:
         """``(raw key, its hash, normalised key)``, cached for the current event.
@@ -619,7 +629,7 @@ def build(v: dict[str, Any]) -> RepeatSpec | Problem:
         v["consecutive"], v["same_result"],
         id_fields=tuple(sorted(key.fields | (rkey.fields if rkey else set()))),
         breaks=v["breaks"])
-    _ = spec.step_keys, spec.part_keys  # made now, shared by every sample's state
+    spec.state_keys()  # made now, shared by every sample's state
     return spec
 
 
