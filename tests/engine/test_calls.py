@@ -199,6 +199,20 @@ def test_user_effects_and_failures_extend_the_built_ins(tmp_path: Path) -> None:
     assert calls.failures.failure("Error: still recognised") == "error-message"
 
 
+def test_a_last_line_signature_without_literals_is_judged(tmp_path: Path) -> None:
+    """A user's ``at: last`` signature with no literal to prefilter by (its needles are
+    ``None``): the compiled engine never set the field then, and judging any output
+    raised AttributeError."""
+    (tmp_path / "mine.yaml").write_text(
+        "failures:\n"
+        "  signatures:\n"
+        "    - {id: all-caps-last, at: last, regex: '[A-Z]{5,}$'}\n")
+    calls = load_rules(paths=[tmp_path], user_dir=False).registry.calls
+    assert calls.failures is not None
+    assert calls.failures.failure("compiling\nlinking\nABORTED") == "all-caps-last"
+    assert calls.failures.failure("compiling\nlinking\ndone") is None
+
+
 @pytest.mark.parametrize("doc,where,code", [
     ("effects:\n  tools:\n    - {tool: x, effect: maybe}\n", "3:", "W114"),
     ("effects:\n  tools:\n    - {tool: x}\n", "3:", "W111"),

@@ -150,6 +150,9 @@ class FailureLibrary:
     _last_needles: tuple[str, ...] | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
+        # set here, not only by its default: compiled, an init=False field's default is
+        # never set (a last-line signature without needles raised AttributeError)
+        self._last_needles = None
         self._first_sigs = [s for s in self.signatures if s.at != "last"]
         self._last_sigs = [s for s in self.signatures if s.at == "last"]
         if all(s.needles is not None for s in self._last_sigs):

@@ -95,6 +95,9 @@ class RepeatSpec:
     _keys: tuple[tuple[str, ...], tuple[tuple[str, ...], ...], str] | None = field(
         default=None, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        self._keys = None  # (compiled, an init=False field's default is not set)
+
     @property
     def min_count(self) -> int:
         return self.count
