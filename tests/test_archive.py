@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zipfile_zstd  # noqa: F401  (registers zstd with zipfile, as Inspect does)
@@ -72,3 +73,36 @@ def test_encrypted_entries_are_left_to_zipfile(tmp_path: Path) -> None:
     [info] = z.infolist()
     info.flag_bits |= 0x1
     assert _read_entry(z, info, len(DOC) + 1) is None
+
+
+def test_a_sample_read_trusts_the_log_sources_stamp(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading samples' events stats the log as the source's stamp policy says, never
+    again inside the zip reader (a scan of 5,000 small samples stat'ed it 5,000 times),
+    and a log rewritten since is still read anew once the source sees its new stamp."""
+    from tests.hostile_logs import log_name, repeat_events, sample, write_eval
+    from watcher.sources.logfiles import archive
+    from watcher.sources.logfiles.source import LogSource
+
+    path = tmp_path / log_name("a")
+    write_eval(path, "evalA", {f"s{i}": sample(f"s{i}", repeat_events()) for i in range(5)})
+    src = LogSource(str(path))
+    [task] = src.tasks()
+    unvouched: list[str] = []
+    real_open = archive.open_zip
+
+    def open_zip(path: str, stamp: Any = None) -> Any:
+        if stamp is None:
+            unvouched.append(path)
+        return real_open(path, stamp)
+
+    monkeypatch.setattr(archive, "open_zip", open_zip)
+    for i in range(5):
+        page = src.events(task, f"s{i}", 1, since=None, types=None, tier="content")
+        assert page.events
+    assert unvouched == []  # every read was vouched for by the source's own stamp
+    monkeypatch.undo()
+    write_eval(path, "evalA", {f"s{i}": sample(f"s{i}", repeat_events(3)) for i in range(5)})
+    [task] = src.tasks()  # a listing stats the log, and sees it changed
+    page = src.events(task, "s0", 1, since=None, types=None, tier="content")
+    assert len(page.events) == len(sample("s0", repeat_events(3))["events"])

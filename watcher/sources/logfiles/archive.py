@@ -25,20 +25,24 @@ from watcher import limits
 from watcher.sources.base import LimitExceeded
 from watcher.sources.logfiles.listing import local_path
 
-_ZIPS: OrderedDict[tuple[str, float, int], Any] = OrderedDict()
+_ZIPS: OrderedDict[tuple[str, Any, Any], Any] = OrderedDict()
 _ZIPS_LOCK = threading.Lock()
 
 
-def open_zip(path: str) -> Any:
+def open_zip(path: str, stamp: tuple[Any, Any] | None = None) -> Any:
     """An open ``ZipFile`` for ``path``, reused while the file is unchanged.
 
     Reading the central directory of a 1,000-sample log costs milliseconds; doing it
-    once per sample made post-hoc scans quadratic in the number of samples.
+    once per sample made post-hoc scans quadratic in the number of samples. ``stamp``:
+    the file's ``(size, mtime)`` as :func:`~watcher.sources.logfiles.listing.local_info`
+    has just taken it, which the caller vouches for (no second stat per sample read).
     """
     import zipfile
 
-    st = os.stat(path)
-    key = (path, st.st_mtime, st.st_size)
+    if stamp is None:
+        st = os.stat(path)
+        stamp = (st.st_size, st.st_mtime_ns / 1e6)  # as local_info reports them
+    key = (path, stamp[0], stamp[1])
     with _ZIPS_LOCK:
         z = _ZIPS.get(key)
         if z is None:
@@ -174,16 +178,17 @@ class EntryTooLarge(LimitExceeded):
                          "raises it); not read")
 
 
-def read_eval_zip_sample(location: str, sid: Any, epoch: int,
-                         limit: float | None = None) -> dict[str, Any] | None:
+def read_eval_zip_sample(location: str, sid: Any, epoch: int, limit: float | None = None,
+                         stamp: tuple[Any, Any] | None = None) -> dict[str, Any] | None:
     """A local ``.eval`` sample's stored JSON, or ``None`` (then Inspect's reader is used)."""
-    data = zip_json(location, f"samples/{sid}_epoch_{epoch}.json", limit)
+    data = zip_json(location, f"samples/{sid}_epoch_{epoch}.json", limit, stamp)
     if not isinstance(data, dict) or not isinstance(data.get("events"), list):
         return None
     return data
 
 
-def zip_json(location: str, name: str, limit: float | None = None) -> Any:
+def zip_json(location: str, name: str, limit: float | None = None,
+             stamp: tuple[Any, Any] | None = None) -> Any:
     """A JSON document stored in a local ``.eval`` zip, or ``None`` (not there, not a
     local ``.eval``, or unreadable: the caller then asks Inspect's reader).
 
@@ -204,7 +209,7 @@ def zip_json(location: str, name: str, limit: float | None = None) -> Any:
             import zipfile_zstd  # noqa: F401  (registers zstd with zipfile)
         except ImportError:
             pass
-        return loads(open_zip(path).read(name, limit))
+        return loads(open_zip(path, stamp).read(name, limit))
     except (OSError, KeyError, ValueError, NotImplementedError, RuntimeError,
             zipfile.BadZipFile):
         return None

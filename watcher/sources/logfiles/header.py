@@ -47,20 +47,23 @@ def get_field(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
-def summary_row(summary: Any) -> dict[str, Any]:
-    """A listing row from an ``EvalSampleSummary`` (or its JSON), shaped like the live
-    listing's."""
+def summary_status(summary: Any) -> tuple[str, Any]:
+    """``(status, error message)`` of a sample summary (or its JSON): ``cancelled`` (no
+    error then), ``error``, ``completed`` or ``running``."""
     error = get_field(summary, "error")
     if isinstance(error, dict):  # stored JSON of an older log: an EvalError
         error = error.get("message")
     if error is not None and _is_cancellation(error):
-        status, error = "cancelled", None
-    elif error is not None:
-        status = "error"
-    elif get_field(summary, "completed"):
-        status = "completed"
-    else:
-        status = "running"
+        return "cancelled", None
+    if error is not None:
+        return "error", error
+    return ("completed" if get_field(summary, "completed") else "running"), None
+
+
+def summary_row(summary: Any) -> dict[str, Any]:
+    """A listing row from an ``EvalSampleSummary`` (or its JSON), shaped like the live
+    listing's."""
+    status, error = summary_status(summary)
     usage = get_field(summary, "model_usage") or {}
     limit = get_field(summary, "limit")
     if isinstance(limit, dict):  # stored JSON of an older log: an EvalSampleLimit
@@ -91,7 +94,7 @@ def sample_counts(summaries: list[Any]) -> dict[str, int]:
               "in_flight": 0}
     key = {"completed": "completed", "error": "errored", "cancelled": "cancelled"}
     for summary in summaries:
-        counts[key.get(summary_row(summary)["status"], "in_flight")] += 1
+        counts[key.get(summary_status(summary)[0], "in_flight")] += 1
     return counts
 
 

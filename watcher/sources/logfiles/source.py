@@ -253,10 +253,19 @@ class LogSource(Source):
         self._stamps[location] = (now, stamp)
         return stamp
 
+    def _vouched(self, entry: _LogEntry) -> tuple[Any, Any] | None:
+        """The entry's stamp when it is a local stat just checked (:meth:`_entry_for`),
+        so the zip reader need not stat the file again; else ``None``."""
+        stamp = entry.stamp
+        if self.fs_options or stamp is UNKNOWN_STAMP or stamp[0] is None:
+            return None
+        return stamp
+
     def _summaries(self, entry: _LogEntry) -> list[Any]:
         if entry.summaries is None:
             try:
-                stored = zip_json(entry.location, "summaries.json") if entry.fast else None
+                stored = (zip_json(entry.location, "summaries.json",
+                                   stamp=self._vouched(entry)) if entry.fast else None)
                 if isinstance(stored, list) and all(isinstance(x, dict) for x in stored):
                     summaries = stored
                 elif entry.location.endswith(".json"):
@@ -398,7 +407,8 @@ class LogSource(Source):
         # below the full tier a model event's input and call are never read: the sample's
         # JSON straight from the .eval zip serves, without Inspect's (slow) validation
         fast = (None if full else
-                read_eval_zip_sample(entry.location, sid, epoch, self.max_entry))
+                read_eval_zip_sample(entry.location, sid, epoch, self.max_entry,
+                                     self._vouched(entry)))
         try:
             if fast is not None:
                 parsed = parse_sample_json(fast, epoch)
