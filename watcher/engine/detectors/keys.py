@@ -68,9 +68,10 @@ def normalise_step(text: str, step: str, folded: bool = False) -> str:
     if step == "numbers":
         return NUM.sub("#", text)
     if step == "cosmetic":
-        # quoting, a trailing slash or semicolon, spacing: `ls -la "/srv/out/"` and
-        # `ls  -la /srv/out` are the same command (a change inside a quoted value, such
-        # as "a,b" vs "a, b", is not cosmetic and stays)
+        # quoting, a trailing slash or semicolon, spacing: `ls -la '/srv/out/'` and
+        # `ls  -la "/srv/out"` read alike (`ls -la/srv/out`: the space beside a quote goes
+        # too, so the unquoted `ls -la /srv/out` differs by that space); a change inside
+        # a quoted value, such as "a,b" vs "a, b", is not cosmetic and stays
         return _cosmetic(text, folded)
     return text
 
