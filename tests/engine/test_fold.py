@@ -73,12 +73,18 @@ def test_cosmetic_is_the_python_passes(text: str, fold_first: bool) -> None:
 
 
 @pytest.mark.parametrize("text,want", [
-    ('ls -la "/srv/out/"', "ls -la/srv/out"),  # the space beside a quote goes with it
-    ("ls  -la /srv/out/", "ls -la /srv/out"),
+    # a tool's arguments as the key reads them: the agent's quoting goes, its spaces stay
+    ('{"cmd": "ls -la \\"/srv/out/\\""}', "{cmd:ls -la /srv/out}"),
+    ("{\"cmd\": \"ls  -la '/srv/out'\"}", "{cmd:ls -la /srv/out}"),
+    ('{"cmd": "ls -la /srv/out "}', "{cmd:ls -la /srv/out}"),  # a value's edge
     ('{"cmd": "cat a.py; "}', "{cmd:cat a.py}"),
     ("a / b", "a b"),  # the slash goes, and the two spaces it leaves are one
-    ('x \\"y\\" z', "xyz"),
-    ("echo 'a,b' /", "echoa,b"),
+    ('x \\"y\\" z', "x y z"),
+    ("echo 'a,b' /", "echo a,b"),
+    ("grep 'a, b' f", "grep a, b f"),  # a change inside a quoted value stays:
+    ("grep 'a,b' f", "grep a,b f"),  # these two differ
+    ("' a'", "a"),  # a quote dropped at the start leaves no space there
+    ('ls -la "/srv/out"', "ls -la/srv/out"),  # bare double quotes are taken as JSON's
 ])
 def test_cosmetic_examples(text: str, want: str) -> None:
     assert keys._cosmetic(text) == want == keys._cosmetic_py(text)

@@ -106,6 +106,24 @@ replace_pair(unsigned char *d, Py_ssize_t n, unsigned char a0, unsigned char a1,
     return j;
 }
 
+/* One `str.replace(a0 a1, "")` pass in place over d[0:n]: the new length. */
+static Py_ssize_t
+delete_pair(unsigned char *d, Py_ssize_t n, unsigned char a0, unsigned char a1)
+{
+    const unsigned char pat[2] = {a0, a1};
+    unsigned char *hit = n >= 2 ? memmem(d, n, pat, 2) : NULL;
+    if (hit == NULL)
+        return n;
+    Py_ssize_t i = hit - d, j = i;
+    while (i < n) {
+        if (i + 1 < n && d[i] == a0 && d[i + 1] == a1)
+            i += 2;
+        else
+            d[j++] = d[i++];
+    }
+    return j;
+}
+
 static int
 has_pair(const unsigned char *d, Py_ssize_t n, unsigned char a0, unsigned char a1)
 {
@@ -113,8 +131,8 @@ has_pair(const unsigned char *d, Py_ssize_t n, unsigned char a0, unsigned char a
     return n >= 2 && memmem(d, n, pat, 2) != NULL;
 }
 
-/* The quote and end pairs of `_cosmetic`, one `str.replace` pass each, in its
- * order, in place: the new length. Any text. */
+/* The quote and end passes of `_cosmetic`, one `str.replace` each, in its order, in
+ * place: the new length. Any text. */
 static Py_ssize_t
 cosmetic_passes(unsigned char *d, Py_ssize_t n)
 {
@@ -122,17 +140,10 @@ cosmetic_passes(unsigned char *d, Py_ssize_t n)
     int dq = memchr(d, '"', j) != NULL, sq = memchr(d, '\'', j) != NULL;
     int bq = memchr(d, '`', j) != NULL;
     if (dq) {
-        j = replace_pair(d, j, '\\', '"', '"');
+        j = delete_pair(d, j, '\\', '"');  /* an escaped quote: the agent's */
+        /* bare ones are JSON's own: the spaces beside them go too */
         j = replace_pair(d, j, ' ', '"', '"');
         j = replace_pair(d, j, '"', ' ', '"');
-    }
-    if (sq) {
-        j = replace_pair(d, j, ' ', '\'', '\'');
-        j = replace_pair(d, j, '\'', ' ', '\'');
-    }
-    if (bq) {
-        j = replace_pair(d, j, ' ', '`', '`');
-        j = replace_pair(d, j, '`', ' ', '`');
     }
     if (dq || sq || bq) {  /* the quotes themselves */
         Py_ssize_t k = 0;
@@ -163,12 +174,12 @@ static const unsigned char COSMETIC[256] = {
 
 #define QUOTE(c) ((c) == '"' || (c) == '\'' || (c) == '`')
 
-/* `cosmetic_passes` in one pass, for text without two spaces side by side (else -1):
- * there a space's neighbours are never spaces, so whether a pass drops it is known
- * from the text as given. The quote passes drop a backslash before a double quote
- * and a space beside a quote (after such a backslash is gone), then the quotes; the
- * end passes, in their order, drop at most a slash then a semicolon that end a run of
- * them before a space or a closing brace, and a slash before a bracket or a comma.
+/* `cosmetic_passes` in one pass, for text without two spaces side by side (else -1).
+ * The quote passes drop an escaped double quote (`\"`), then a space beside a bare
+ * one (told from the text without escaped quotes), then the quotes; the end
+ * passes, in their order, drop at most a slash then a semicolon that end a run of
+ * them before a space or a closing brace, and a slash before a bracket or a comma
+ * (judged on what is written, so a quote dropped between them is no obstacle).
  * `*spaces` is set when it writes two spaces side by side. */
 static Py_ssize_t
 cosmetic_one_pass(const unsigned char *s, Py_ssize_t n, unsigned char *d, int *spaces)
@@ -181,11 +192,15 @@ cosmetic_one_pass(const unsigned char *s, Py_ssize_t n, unsigned char *d, int *s
             continue;
         }
         if (c == ' ') {
-            unsigned char next = i + 1 < n ? s[i + 1] : 0;
-            if (next == ' ')
+            if (i + 1 < n && s[i + 1] == ' ')
                 return -1;
-            if ((i > 0 && QUOTE(s[i - 1])) || QUOTE(next)
-                    || (next == '\\' && i + 2 < n && s[i + 2] == '"'))
+            /* its neighbours once escaped quotes are gone: beside a bare `"` it goes */
+            Py_ssize_t p = i - 1, q = i + 1;
+            while (p >= 1 && s[p] == '"' && s[p - 1] == '\\')
+                p -= 2;
+            while (q + 1 < n && s[q] == '\\' && s[q + 1] == '"')
+                q += 2;
+            if ((p >= 0 && s[p] == '"') || (q < n && s[q] == '"'))
                 continue;
         }
         else if (QUOTE(c) || (c == '\\' && i + 1 < n && s[i + 1] == '"'))
@@ -206,8 +221,10 @@ cosmetic_one_pass(const unsigned char *s, Py_ssize_t n, unsigned char *d, int *s
 }
 
 /* detectors/keys.py `_cosmetic(text, folded)` for ASCII text: whitespace folded
- * first (unless `folded`), the quote pairs, the quotes, the end pairs, trailing
- * slashes and semicolons, and a last fold where dropping a quote left two spaces. */
+ * first (unless `folded`), escaped quotes, spaces beside bare double quotes, the
+ * quotes, the end pairs, trailing
+ * slashes and semicolons, and a last fold where dropping a quote left two spaces side
+ * by side or one at an end. */
 static PyObject *
 fold_cosmetic(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -262,7 +279,8 @@ fold_cosmetic(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (d != stack)
         PyMem_Free(d);
     Py_DECREF(src);
-    if (out != NULL && (spaces || (j > 0 && PyUnicode_1BYTE_DATA(out)[j - 1] == ' '))) {
+    if (out != NULL && (spaces || (j > 0 && (PyUnicode_1BYTE_DATA(out)[j - 1] == ' '
+                                            || PyUnicode_1BYTE_DATA(out)[0] == ' ')))) {
         PyObject *f = fold_collapse_ws(module, out);
         Py_DECREF(out);
         out = f;

@@ -22,12 +22,13 @@ NUM: Final = re.compile(r"\d+(?:\.\d+)?")
 _PATHRX: Final = Pattern(r"(?:[A-Za-z]:)?(?:[\w.~-]*/)+[\w.-]*")
 NORMALISERS = ("whitespace", "case", "numbers", "paths", "cosmetic")
 # what the `cosmetic` normaliser drops (plain string operations: it runs on every tool
-# call of the near-identical rules): quote characters (and the backslash escaping one
-# inside JSON), spaces next to them, a slash or semicolon ending a word or the text
-# (the quote character each pair holds, what it replaces, by what), in the order applied
-_COSMETIC_PAIRS: Final = (("\"", "\\\"", "\""), ("\"", " \"", "\""), ("\"", "\" ", "\""),
-                          ("'", " '", "'"), ("'", "' ", "'"), ("`", " `", "`"),
-                          ("`", "` ", "`"))
+# call of the near-identical rules): the agent's quoting (an escaped double quote, a
+# single quote, a backtick: the spaces beside them stay, so `ls '/srv/out'` and
+# `ls /srv/out` are one command), bare double quotes with the spaces beside them (in
+# a JSON-rendered key such as a tool's arguments those are its structure, `": "`, and
+# the edges of its string values, `"ls "`), and a slash or semicolon ending a word or
+# the text. Until 2026-12-03 every quote took its neighbouring spaces with it, which
+# made `ls '/srv/out'` read `ls/srv/out` against `ls /srv/out`: alike, never the same.
 # (the slash or semicolon each end pair starts with, what it replaces, by what), in order
 _ENDS: Final = (("/", "/ ", " "), (";", "; ", " "), ("/", "/}", "}"), (";", ";}", "}"),
                 ("/", "/]", "]"), ("/", "/,", ","))
@@ -68,10 +69,10 @@ def normalise_step(text: str, step: str, folded: bool = False) -> str:
     if step == "numbers":
         return NUM.sub("#", text)
     if step == "cosmetic":
-        # quoting, a trailing slash or semicolon, spacing: `ls -la '/srv/out/'` and
-        # `ls  -la "/srv/out"` read alike (`ls -la/srv/out`: the space beside a quote goes
-        # too, so the unquoted `ls -la /srv/out` differs by that space); a change inside
-        # a quoted value, such as "a,b" vs "a, b", is not cosmetic and stays
+        # quoting, a trailing slash or semicolon, spacing: in a tool's arguments
+        # `ls -la '/srv/out/'`, `ls -la \"/srv/out\"` and `ls  -la /srv/out` read
+        # alike (see _COSMETIC above); a change inside a quoted value, such as "a,b" vs
+        # "a, b", is not cosmetic and stays
         return _cosmetic(text, folded)
     return text
 
@@ -105,19 +106,21 @@ def _cosmetic_py(text: str, folded: bool = False) -> str:
     """:func:`_cosmetic` in Python (any text; the C one's reference in its tests)."""
     if not folded and ("  " in text or "\n" in text or "\t" in text or text[:1] == " "):
         text = collapse_ws(text)
-    # each pair holds a quote character and leaves it in: only a quote present can
-    # start one, and pairs of an absent one are not looked for
     dq = '"' in text
     sq = "'" in text
     bq = "`" in text
     if dq or sq or bq:
-        for q, a, b in _COSMETIC_PAIRS:
-            if (dq if q == '"' else sq if q == "'" else bq) and a in text:
-                text = text.replace(a, b)
         # str.translate leaves its fast path at the first character it deletes (and
         # then maps each character through a dict): three replaces cost a tenth of it
         if dq:
-            text = text.replace('"', "")
+            if '\\"' in text:  # a quote escaped in JSON: the agent's, spaces kept
+                text = text.replace('\\"', "")
+            if '"' in text:  # bare ones: JSON's own, and the spaces beside them
+                if ' "' in text:
+                    text = text.replace(' "', '"')
+                if '" ' in text:
+                    text = text.replace('" ', '"')
+                text = text.replace('"', "")
         if sq:
             text = text.replace("'", "")
         if bq:
@@ -130,8 +133,8 @@ def _cosmetic_py(text: str, folded: bool = False) -> str:
                 text = text.replace(a, b)
     while text[-1:] in ("/", ";") and text:
         text = text[:-1]
-    # dropping a quote can leave two spaces side by side (`a " b`)
-    return collapse_ws(text) if "  " in text or text[-1:] == " " else text
+    # dropping a quote can leave two spaces side by side (`a " b`) or one at an end
+    return collapse_ws(text) if "  " in text or text[-1:] == " " or text[:1] == " " else text
 
 
 def part_text(e: Event, cache: dict[Any, Any], name: str, steps: tuple[str, ...]) -> str:
