@@ -834,3 +834,19 @@ def test_cursor_tokens_are_the_servers_own() -> None:
     for nonce, offset in [("U2:0", 0), ("a\"b\\c", 7), ("é\u2028", 12345678901), ("", 3)]:
         assert encode_cursor(nonce, offset) == server_encode(nonce, offset)
         assert decode_cursor(encode_cursor(nonce, offset)) == (nonce, offset)
+
+
+@pytest.mark.parametrize("raw", [b"[1,2]", b'{"n":"a","i":-5}', b'{"n":"a","i":"7"}', b'{"n":"a"}',
+                                 b'{"n":"a","i":NaN}', b"\xff\xfe", b'{"n":5,"i":2}', b"{"])
+def test_garbled_cursors_read_as_the_server_reads_them(raw: bytes) -> None:
+    """What a cursor decodes to, garbage included, is what Inspect's control server makes
+    of it (a negative offset read as 0, as the server then uses it)."""
+    import base64
+
+    from inspect_ai._control.events import decode_cursor as server_decode
+
+    token = base64.urlsafe_b64encode(raw).decode("ascii")
+    nonce, offset = server_decode(token)
+    assert decode_cursor(token) == (nonce, max(0, offset))
+    for junk in ("", "x", "!!!!", "é"):
+        assert decode_cursor(junk) == server_decode(junk) == (None, 0)

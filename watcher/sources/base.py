@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from orjson import loads as _loads
+
 from watcher.events import Tier
 
 
@@ -222,7 +224,9 @@ def decode_cursor(token: str | None) -> tuple[str | None, int]:
     if not token:
         return None, 0
     try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
+        # orjson: a live watch decodes a new token for every sample it polls, and
+        # json.loads of bytes first guesses their encoding (the server writes UTF-8)
+        data = _loads(base64.urlsafe_b64decode(token))
         return str(data["n"]), max(0, int(data["i"]))
     except (ValueError, KeyError, TypeError, UnicodeError):
         return None, 0
