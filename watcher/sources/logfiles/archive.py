@@ -97,6 +97,7 @@ class _LockedZip:
 _LOCAL_HEADER = 30
 _CHUNK = 4096  # compressed bytes inflated at a time: zipfile's own bound on overshoot
 _ZSTD = 93  # the method zipfile-zstd registers, which Inspect writes
+_SLACK = 1 << 16  # how far compressed data may exceed what it inflates to (framing)
 
 
 def _read_entry(z: Any, info: Any, most: int) -> bytes | None:
@@ -117,7 +118,9 @@ def _read_entry(z: Any, info: Any, most: int) -> bytes | None:
                                                _ZSTD):
         return None  # encrypted (bits 0 and 6) or patched data (bit 5); other methods
     fp = z.fp
-    if fp is None:
+    if fp is None or info.compress_size > most + _SLACK:
+        # (compressed data never outgrows what it inflates to by more than its framing:
+        # a directory saying otherwise is read by zipfile, a chunk at a time)
         return None
     fp.seek(info.header_offset)
     head = fp.read(_LOCAL_HEADER)
@@ -155,16 +158,23 @@ def _inflate_zstd(raw: bytes, most: int) -> bytes:
         import zstandard
 
         _DCTX.append(zstandard.ZstdDecompressor())
+    import zipfile
+
+    import zstandard
+
     obj = _DCTX[0].decompressobj()
     view = memoryview(raw)
     parts: list[bytes] = []
     got = 0
-    for at in range(0, len(raw), _CHUNK):
-        part = obj.decompress(view[at:at + _CHUNK])
-        parts.append(part)
-        got += len(part)
-        if got >= most:
-            break
+    try:
+        for at in range(0, len(raw), _CHUNK):
+            part = obj.decompress(view[at:at + _CHUNK])
+            parts.append(part)
+            got += len(part)
+            if got >= most:
+                break
+    except zstandard.ZstdError as exc:  # corrupt data, or bytes after the frame
+        raise zipfile.BadZipFile(f"zstd: {exc}") from exc
     data = b"".join(parts)
     return data[:most] if len(data) > most else data
 
