@@ -85,10 +85,11 @@ fold_collapse_ws(PyObject *module, PyObject *text)
 }
 
 /* One `str.replace(a0 a1, b)` pass in place over d[0:n] (left to right, matches
- * not overlapping, as str.replace): the new length. */
+ * not overlapping, as str.replace): the new length. `b` DELETED replaces with "". */
+#define DELETED (-1)
+
 static Py_ssize_t
-replace_pair(unsigned char *d, Py_ssize_t n, unsigned char a0, unsigned char a1,
-             unsigned char b)
+replace_pair(unsigned char *d, Py_ssize_t n, unsigned char a0, unsigned char a1, int b)
 {
     const unsigned char pat[2] = {a0, a1};
     unsigned char *hit = n >= 2 ? memmem(d, n, pat, 2) : NULL;
@@ -97,27 +98,10 @@ replace_pair(unsigned char *d, Py_ssize_t n, unsigned char a0, unsigned char a1,
     Py_ssize_t i = hit - d, j = i;
     while (i < n) {
         if (i + 1 < n && d[i] == a0 && d[i + 1] == a1) {
-            d[j++] = b;
+            if (b != DELETED)
+                d[j++] = (unsigned char)b;
             i += 2;
         }
-        else
-            d[j++] = d[i++];
-    }
-    return j;
-}
-
-/* One `str.replace(a0 a1, "")` pass in place over d[0:n]: the new length. */
-static Py_ssize_t
-delete_pair(unsigned char *d, Py_ssize_t n, unsigned char a0, unsigned char a1)
-{
-    const unsigned char pat[2] = {a0, a1};
-    unsigned char *hit = n >= 2 ? memmem(d, n, pat, 2) : NULL;
-    if (hit == NULL)
-        return n;
-    Py_ssize_t i = hit - d, j = i;
-    while (i < n) {
-        if (i + 1 < n && d[i] == a0 && d[i + 1] == a1)
-            i += 2;
         else
             d[j++] = d[i++];
     }
@@ -140,7 +124,7 @@ cosmetic_passes(unsigned char *d, Py_ssize_t n)
     int dq = memchr(d, '"', j) != NULL, sq = memchr(d, '\'', j) != NULL;
     int bq = memchr(d, '`', j) != NULL;
     if (dq) {
-        j = delete_pair(d, j, '\\', '"');  /* an escaped quote: the agent's */
+        j = replace_pair(d, j, '\\', '"', DELETED);  /* an escaped quote: the agent's */
         /* bare ones are JSON's own: the spaces beside them go too */
         j = replace_pair(d, j, ' ', '"', '"');
         j = replace_pair(d, j, '"', ' ', '"');
