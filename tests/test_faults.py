@@ -24,6 +24,7 @@ import pytest
 
 from tests.evalproc import default_sigint
 from tests.fakeserver import FakeControlServer, model_event, tool_event
+from tests.jsonlines import complete_records
 from watcher.engine import Engine, load_rules
 from watcher.engine.runtime import SampleWatch
 from watcher.findings import Finding, Notice, SampleRef
@@ -496,11 +497,7 @@ def _inspect_watch() -> list[str]:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    text = path.read_text()
-    lines = text.splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+    return complete_records(path)
 
 
 @pytest.mark.e2e

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.evalproc import REPO, SCENARIOS
+from tests.jsonlines import complete_records
 
 TMUX = shutil.which("tmux")
 SOCKET = f"iw-launch-tests-{os.getpid()}"
@@ -69,7 +70,7 @@ def iw(env: dict[str, str], *args: str, cwd: Path | None = None,
 
 
 def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return complete_records(path)
 
 
 def wait_gone(pid: int, cap: float = 60) -> bool:

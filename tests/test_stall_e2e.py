@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.jsonlines import complete_records
+
 pytestmark = pytest.mark.e2e
 
 FAST_STALL = """
@@ -63,9 +65,7 @@ BUILTIN = Path(__file__).resolve().parents[1] / "rules" / "stalled-sample.yaml"
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return complete_records(path)
 
 
 def _stalls(path: Path, task: str | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.jsonlines import complete_records
 from watcher.run.values import Selector
 from watcher.run.watch import Watch, WatchConfig
 from watcher.state import WatchState
@@ -27,8 +28,7 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240,
 
 
 def findings(path: Path) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [d for d in lines if d["kind"] == "finding"]
+    return [d for d in complete_records(path) if d["kind"] == "finding"]
 
 
 def folded(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.fakeserver import FakeControlServer, model_event, tool_event
+from tests.jsonlines import complete_records
 from watcher import app
 from watcher.act.policy import ActSpec, FactTest, InterruptSpec, Layer, Policy, load_policy
 from watcher.act.watchdog import INTERRUPT_SIGNAL, Watchdog
@@ -67,9 +68,7 @@ def posts(fake: FakeControlServer) -> list[tuple[str, dict[str, str]]]:
 
 
 def records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return complete_records(path)
 
 
 def watch_until(tmp_path: Path, done: Any, *, policy: str | None = None,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.evalproc import default_sigint
+from tests.jsonlines import complete_records
 
 pytestmark = pytest.mark.e2e
 
@@ -26,9 +27,7 @@ def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return complete_records(path)
 
 
 def actions(path: Path) -> list[dict[str, Any]]:

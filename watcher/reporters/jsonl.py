@@ -2,10 +2,12 @@
 
 Append-only: every snapshot is a new line and consumers fold by ``id``. Each
 line goes out in one write followed by a flush, and file output uses an
-``O_APPEND`` descriptor, so a reader (or a second watcher appending to the same
-file) never sees half a line from us. Output is ASCII-only JSON: agent text
-keeps its content but cannot put raw escape sequences or bidi controls on a
-terminal that ``cat``s the file.
+``O_APPEND`` descriptor, so a second watcher appending to the same file never
+interleaves with us. A reader racing a write can still see its first part (Linux
+grows a file page by page as a write copies in): a line is whole once its newline
+is there, and the reader below treats an unfinished last line so. Output is
+ASCII-only JSON: agent text keeps its content but cannot put raw escape sequences
+or bidi controls on a terminal that ``cat``s the file.
 """
 
 from __future__ import annotations
