@@ -85,10 +85,14 @@ def test_a_task_or_sample_that_matches_nothing_exits_4(tmp_path: Path) -> None:
 
 
 def _gated_eval(tmp: Path, data_home: Path) -> tuple[EvalProc, Path]:
+    """Kept inspectable once it ends (``--ctl-server keep``) until the watch releases it:
+    its three samples take a second or two, less than a busy machine can take to start
+    the watch (CI saw the eval end before the watch looked, and the watch wait on)."""
     task_file = tmp / "gated.py"
     task_file.write_text(GATED)
     gate = tmp / "gate"
-    proc = start_eval(tmp, "gated", data_home=data_home, task_file=task_file,
+    proc = start_eval(tmp, "gated", "--ctl-server", "keep", data_home=data_home,
+                      task_file=task_file,
                       env={"EVAL_GATE": str(gate), "SCENARIO_FILE": str(SCENARIOS)})
     return proc, gate
 
@@ -126,7 +130,8 @@ def test_no_eval_yet_is_not_no_evals_and_wait_waits_for_it(tmp_path: Path) -> No
         # --wait: the same watch waits for it, then watches it to its end
         watcher = subprocess.Popen(
             [sys.executable, "-m", "watcher", "watch", "--format", "jsonl", "--wait", "120",
-             "--output", str(tmp_path / "f.jsonl")], stdout=subprocess.PIPE,
+             "--release-when-done", "--output", str(tmp_path / "f.jsonl")],
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
             env={**os.environ, "XDG_DATA_HOME": str(data_home)})
         gate.touch()
