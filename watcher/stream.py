@@ -73,6 +73,10 @@ class SampleStream:
         self.attempt = 1
         self.cursor: str | None = None
         self.nonce: str | None = None
+        # the nonces it saw replaced by a new one (not those a listing's retry count
+        # moved it past: a stream that met a sample on its second attempt took that
+        # attempt's nonce as the first's, and must read it again as the second)
+        self._left: frozenset[str] = frozenset()
         self.done = False
         # where to re-read from while an event is pending: (cursor,), cursor may be None
         self._reread: tuple[str | None] | None = None
@@ -128,13 +132,23 @@ class SampleStream:
                 # poll resumes from here and meets the failure again if it persists
                 break
             nonce = cursor_nonce(page.next)
+            if nonce is not None and nonce in self._left:
+                # a page of an attempt this stream has left behind (attempts never go
+                # back): not a new attempt, and its events are not this attempt's
+                self.behind = False
+                break
             if nonce is not None and self.nonce is not None and nonce != self.nonce:
                 # a stale cursor: the server restarted us at offset 0 of a new attempt
                 item.attempt_boundary = len(item.events)
+                self._left = self._left | {self.nonce}
                 self.start_attempt(self.attempt + 1)
                 item.new_attempt = self.attempt
                 reread = None
                 observed = held = 0
+                # the page was served from the new attempt's start: a pending event on
+                # it is re-read from there, never with the old attempt's cursor (which
+                # a finished sample's server answers under the old nonce)
+                page_start = None
             if nonce is not None:
                 self.nonce = nonce
             if page.missed:
