@@ -228,12 +228,16 @@ class TrackedSample:
         for err in self.engine.take_errors():
             self.emit(err.notice(at=time.time()))
 
+    def _closed_error(self) -> RuntimeError:
+        """What reading into a closed sample raises (a bug of the caller's, not data)."""
+        return RuntimeError(f"sample {self.sample_id} epoch {self.epoch} is closed")
+
     def _open_watch(self) -> SampleWatch:
         """Its rule state, opened now if it was not yet (raises once it is closed)."""
         watch = self.watch
         if watch is None:
             if self.closed:
-                raise RuntimeError(f"sample {self.sample_id} epoch {self.epoch} is closed")
+                raise self._closed_error()
             watch = self.watch = self.engine.open_sample(self._watch_ref)
         return watch
 
@@ -289,8 +293,8 @@ class TrackedSample:
             self.deferred_row = row
         else:
             self.deferred_row = None
-            if self.closed:
-                self._open_watch()  # raises: a closed sample's row is not judged here
+            if self.closed:  # a closed sample's row is not judged here
+                raise self._closed_error()
             self._judge(row.raw, end)
         if stream.done and row.terminal:
             self.close()
