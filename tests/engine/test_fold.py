@@ -84,10 +84,30 @@ def test_cosmetic_is_the_python_passes(text: str, fold_first: bool) -> None:
     ("grep 'a, b' f", "grep a, b f"),  # a change inside a quoted value stays:
     ("grep 'a,b' f", "grep a,b f"),  # these two differ
     ("' a'", "a"),  # a quote dropped at the start leaves no space there
-    ('ls -la "/srv/out"', "ls -la/srv/out"),  # bare double quotes are taken as JSON's
+    # the passes take bare double quotes as JSON's (normalise_step reads a text that is
+    # not JSON apart: see below)
+    ('ls -la "/srv/out"', "ls -la/srv/out"),
 ])
 def test_cosmetic_examples(text: str, want: str) -> None:
     assert keys._cosmetic(text) == want == keys._cosmetic_py(text)
+
+
+@pytest.mark.parametrize("text,want", [
+    # a string field read as it is (a user's key such as arguments.cmd): every double
+    # quote is the agent's, and goes with its spaces kept, as a single quote does
+    ('ls -la "/srv/out/"', "ls -la /srv/out"),
+    ('ls -la \\"/srv/out\\"', "ls -la /srv/out"),
+    ('grep "a b" "f"', "grep a b f"),
+    ('[ -f "/tmp/x" ] && echo "ok"', "[ -f /tmp/x ] && echo ok"),  # a shell test
+    # JSON (key_text of a mapping or a list): its bare quotes are its structure
+    ('{"cmd": "ls -la \\"/srv/out/\\""}', "{cmd:ls -la /srv/out}"),
+    ('["bash", {"cmd": "ls"}]', "[bash, {cmd:ls}]"),  # as before
+])
+def test_cosmetic_step_reads_plain_text_quotes_as_the_agents(text: str, want: str) -> None:
+    """Until 2026-12-03 a plain text key's bare double quotes were taken as JSON's:
+    `ls -la "/srv/out"` read `ls -la/srv/out`, never the same as `ls -la /srv/out`."""
+    assert keys.normalise_step(text, "cosmetic") == want
+    assert keys.normalise_text(text.replace("-la", "-LA"), ("case", "cosmetic")) == want
 
 
 def test_c_cosmetic_when_built() -> None:

@@ -73,8 +73,19 @@ def normalise_step(text: str, step: str, folded: bool = False) -> str:
         # `ls -la '/srv/out/'`, `ls -la \"/srv/out\"` and `ls  -la /srv/out` read
         # alike (see _COSMETIC above); a change inside a quoted value, such as "a,b" vs
         # "a, b", is not cosmetic and stays
+        if '"' in text and not _json_rendered(text):
+            # a bare double quote is JSON's own only in JSON: a key text that does not
+            # open as JSON does (a string field such as ``arguments.cmd``, read as it
+            # is) holds the agent's quoting alone, which goes like a single quote
+            text = text.replace('\\"', "").replace('"', "")
         return _cosmetic(text, folded)
     return text
+
+
+def _json_rendered(text: str) -> bool:
+    """Whether a key text opens as ``key_text`` renders a mapping or a list (JSON, with
+    no space after its first bracket: a shell's ``[ -f x ]`` or ``{ a; }`` has one)."""
+    return text[:1] in ("{", "[") and text[1:2] != " "
 
 
 def _load_cosmetic() -> Callable[[str, bool], str] | None:
