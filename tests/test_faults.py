@@ -815,7 +815,8 @@ def test_a_process_never_reached_is_not_said_to_be_read_to_its_end(
     _watch_once(builtin_engine, sink)
     gone = [n for n in sink.notices if n.kind.startswith("process_")]
     assert gone and all("read to its end" not in n.message for n in gone)
-    assert any("could not be reached" in n.message for n in gone)
+    assert any("could not be reached" in n.message and "--log-dir" in n.message
+               and n.details.get("reached") is False for n in gone)
 
 
 def test_endless_response_is_cut_at_the_size_limit_and_not_retried(

@@ -680,7 +680,8 @@ class SourceWatcher:
         if not self.reached:  # not one answer: nothing was read, and nothing lost here
             self.emit(Notice(kind="process_gone", at=time.time(),
                              message=f"{self.label}: eval process could not be reached "
-                                     f"({reason}); nothing was read from it",
+                                     f"({reason}); nothing was read from it (its log, if "
+                                     "it wrote one: watch --log-dir DIR --once)",
                              details={"reached": False}))
             return
         abandoned = 0
