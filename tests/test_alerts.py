@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.evalproc import alive, default_sigint
+from tests.jsonlines import complete_records
 from watcher.findings import Finding
 from watcher.hooks import CommandHook
 from watcher.notify import EXCERPT_LEN, FOOTER, Notifier, finding_body, finding_title
@@ -43,9 +44,7 @@ for _ in range(6000):
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return complete_records(path)
 
 
 
