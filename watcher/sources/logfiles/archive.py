@@ -155,14 +155,12 @@ _DCTX: list[Any] = []  # one zstd decompression context, reused (callers hold th
 
 
 def _inflate_zstd(raw: bytes, most: int) -> bytes:
-    if not _DCTX:
-        import zstandard
-
-        _DCTX.append(zstandard.ZstdDecompressor())
     import zipfile
 
-    import zstandard
+    import zstandard  # (only a zstd log needs it)
 
+    if not _DCTX:
+        _DCTX.append(zstandard.ZstdDecompressor())
     obj = _DCTX[0].decompressobj()
     view = memoryview(raw)
     parts: list[bytes] = []
