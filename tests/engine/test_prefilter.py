@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watcher.engine.lang.regex import combine as _combine
-from watcher.engine.lang.regex import required_literals
+from watcher.engine.lang.regex import required_clauses, required_literals
 from watcher.engine.rx import Pattern
 from watcher.resources import bundled_dir
 
@@ -44,6 +44,22 @@ def test_known_shapes() -> None:
     assert required_literals(r"(?:x+)?foo") == {"foo"}
 
 
+def test_every_clause_a_match_needs_is_kept() -> None:
+    # code holds `return` on every other line: the regex should run only where the
+    # test-named string and the comparison are there too
+    hard = r"\bif\s.{0,80}==\s*['\"](?:test|expected)\w*['\"]:.{0,40}?\breturn\s+\d"
+    assert required_clauses(hard) == (frozenset({"return"}), frozenset({"test", "expected"}),
+                                      frozenset({"if"}), frozenset({"=="}))
+    assert required_clauses(r"a.*b") == ()
+    assert required_clauses(r"(?:foo|ba)r+ baz") == (frozenset({" baz"}),
+                                                     frozenset({"foo", "ba"}))
+    # an optional part requires nothing; a branch without a literal voids its clause
+    assert required_clauses(r"(?:abc)?de(?:fg|h)") == (frozenset({"de"}),)
+    combined = _combine([Pattern(hard)], 0)
+    assert combined("    return 1\n" * 50) is None
+    assert combined("if x == 'test_1': return 2") is not None
+
+
 def test_the_pack_has_prefilterable_patterns() -> None:
     assert PATTERNS
     assert sum(required_literals(p) is not None for p in PATTERNS) >= len(PATTERNS) // 2
@@ -56,7 +72,7 @@ _alphabet = st.sampled_from(list("abcdefghijklmnopqrstuvwxyzTSIK0123456789 _-./(
 @given(st.data())
 def test_prefiltered_search_equals_plain_search(data: st.DataObject) -> None:
     pattern = data.draw(st.sampled_from(PATTERNS))
-    lits = sorted(required_literals(pattern) or {"x"})
+    lits = sorted(set().union(*required_clauses(pattern)) or {"x"})
     pieces = st.one_of(st.text(_alphabet, max_size=6), st.sampled_from(lits))
     text = "".join(data.draw(st.lists(pieces, max_size=12)))
     compiled = Pattern(pattern)  # on RE2, as the engine runs it

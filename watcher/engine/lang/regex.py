@@ -154,41 +154,71 @@ def combine(compiled: list[Pattern], flags: int, lowered: bool = False) -> Searc
     """One search for a list of regexes (one RE2 alternation).
 
     The search is guarded by a literal prefilter where the pattern allows one (see
-    :func:`required_literals`): most agent text contains none of a rule's keywords,
-    and a substring test is an order of magnitude cheaper than a regex scan.
+    :func:`required_clauses`): most agent text contains none of a rule's keywords,
+    and a substring test is an order of magnitude cheaper than a regex scan. Every
+    clause is tested, not only the most selective one: code holds ``return`` on every
+    other line, but rarely also ``==`` and a test-named string.
     ``lowered`` says the text is already lower-case, so case-insensitive literals can
     be tested in lower case.
     """
     combined = alternation(compiled)
     search = combined.search
-    lits = required_literals(combined.pattern if len(compiled) == 1 else
-                             "|".join(f"(?:{c.pattern})" for c in compiled),
-                             lowered=lowered, ignore_case=bool(flags & re.IGNORECASE))
-    if not lits:
+    clauses = required_clauses(combined.pattern if len(compiled) == 1 else
+                               "|".join(f"(?:{c.pattern})" for c in compiled),
+                               lowered=lowered, ignore_case=bool(flags & re.IGNORECASE))
+    if not clauses:
         return search
-    needles = tuple(sorted(lits, key=len, reverse=True))
-    return lambda t: search(t) if any(n in t for n in needles) else None
+    needles = tuple(tuple(sorted(c, key=len, reverse=True)) for c in clauses)
+    if len(needles) == 1:
+        one = needles[0]
+        return lambda t: search(t) if any(n in t for n in one) else None
+    return lambda t: search(t) if has_all(t, needles) else None
+
+
+def has_all(text: str, clauses: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether ``text`` holds at least one needle of every clause."""
+    for clause in clauses:
+        for n in clause:
+            if n in text:
+                break
+        else:
+            return False
+    return True
+
+
+MAX_CLAUSES = 4  # substring scans before a regex runs: each reads the text once
 
 
 def required_literals(pattern: str, *, lowered: bool = False,
                       ignore_case: bool = False) -> frozenset[str] | None:
-    """Strings of which every match of ``pattern`` contains at least one, or ``None``.
+    """Strings of which every match of ``pattern`` contains at least one, or ``None``:
+    the most selective clause of :func:`required_clauses` (its shortest string the
+    longest)."""
+    clauses = required_clauses(pattern, lowered=lowered, ignore_case=ignore_case)
+    return clauses[0] if clauses else None
 
-    Derived from the parsed pattern: a run of literal characters, or for an
-    alternation the union over its branches. ``None`` when some match could avoid
-    every literal of two or more characters (then no prefilter is safe). A
-    case-insensitive pattern (or group) has usable literals only when the text is
-    ``lowered``: they are then returned in lower case.
+
+def required_clauses(pattern: str, *, lowered: bool = False,
+                     ignore_case: bool = False) -> tuple[frozenset[str], ...]:
+    """Sets of strings such that every match of ``pattern`` contains at least one string
+    of each set (empty: no prefilter is safe), the most selective set first.
+
+    Derived from the parsed pattern: each run of literal characters the match must go
+    through is a set of one, and an alternation gives the union over its branches of
+    each branch's most selective set. A set is kept only when its every string has two
+    or more characters; at most :data:`MAX_CLAUSES`. A case-insensitive pattern (or
+    group) has usable literals only when the text is ``lowered``: they are then returned
+    in lower case.
     """
     c = _sre_c
     try:
         parsed = _sre_p.parse(pattern)
     except (re.error, RecursionError, ValueError):
-        return None
+        return ()
     if parsed.state.flags & c.SRE_FLAG_VERBOSE:
-        return None
+        return ()
     if (ignore_case or parsed.state.flags & c.SRE_FLAG_IGNORECASE) and not lowered:
-        return None
+        return ()
     # under a case-insensitive match of lower-cased text, a literal is found lower-cased
     # (ASCII only: a few non-ASCII letters fold to more than one character)
     fold = bool(ignore_case or parsed.state.flags & c.SRE_FLAG_IGNORECASE)
@@ -199,14 +229,14 @@ def required_literals(pattern: str, *, lowered: bool = False,
             return s
         return s.lower() if s.isascii() else None
 
-    def seq(items: Any, folding: bool) -> frozenset[str] | None:
-        best: frozenset[str] | None = None
+    def seq(items: Any, folding: bool) -> list[frozenset[str]]:
+        """Every clause of a sequence: each of its parts' clauses must hold."""
+        out: list[frozenset[str]] = []
 
-        def consider(cand: frozenset[str] | None) -> None:
-            nonlocal best
-            if cand and min(map(len, cand)) >= 2 and (
-                    best is None or min(map(len, cand)) > min(map(len, best))):
-                best = cand
+        def add(clauses: list[frozenset[str]]) -> None:
+            for cl in clauses:
+                if cl and min(map(len, cl)) >= 2 and cl not in out:
+                    out.append(cl)
 
         run: list[str] = []
         for op, av in items:
@@ -214,34 +244,43 @@ def required_literals(pattern: str, *, lowered: bool = False,
             if ch is not None:
                 run.append(ch)
                 continue
-            consider(frozenset({"".join(run)}) if run else None)
+            if run:
+                add([frozenset({"".join(run)})])
             run = []
-            consider(node(op, av, folding))
-        consider(frozenset({"".join(run)}) if run else None)
-        return best
+            add(node(op, av, folding))
+        if run:
+            add([frozenset({"".join(run)})])
+        return out
 
-    def node(op: Any, av: Any, folding: bool) -> frozenset[str] | None:
+    def node(op: Any, av: Any, folding: bool) -> list[frozenset[str]]:
         if op is c.SUBPATTERN:
             _group, add_flags, del_flags, sub = av
             if add_flags & c.SRE_FLAG_IGNORECASE:
                 if not lowered:
-                    return None
+                    return []
                 folding = True
             if del_flags & c.SRE_FLAG_IGNORECASE:
                 folding = False
             return seq(sub, folding)
         if op is c.BRANCH:
-            out: set[str] = set()
+            union: set[str] = set()
             for alt in av[1]:
                 got = seq(alt, folding)
                 if not got:
-                    return None
-                out |= got
-            return frozenset(out)
+                    return []
+                union |= _best(got)
+            return [frozenset(union)]
         if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1:
             return seq(av[2], folding)
         if op is c.ATOMIC_GROUP:
             return seq(av, folding)
-        return None
+        return []
 
-    return seq(parsed, fold)
+    found = seq(parsed, fold)
+    found.sort(key=lambda cl: (-min(map(len, cl)), len(cl)))
+    return tuple(found[:MAX_CLAUSES])
+
+
+def _best(clauses: list[frozenset[str]]) -> frozenset[str]:
+    """The most selective clause: its shortest string the longest (then the fewest)."""
+    return min(clauses, key=lambda cl: (-min(map(len, cl)), len(cl)))
