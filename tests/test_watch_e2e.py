@@ -38,11 +38,20 @@ def folded(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
     return out
 
 
+# The live tests' evals are kept inspectable once they end (``--ctl-server keep``) until
+# the watch releases them (``--release-when-done``): their samples take three or four
+# seconds, about what a busy machine can take to start the watch, and an eval that ended
+# before the watch first looked would leave it nothing to watch (as CI once saw of the
+# gated eval in test_exit_codes).
+KEEP = ("--ctl-server", "keep")
+
+
 def test_live_watch_finds_loops_and_matches_post_hoc(eval_runner: Any, tmp_path: Path) -> None:
-    proc = eval_runner("loops", tool_delay=0.3)
+    proc = eval_runner("loops", *KEEP, tool_delay=0.3)
     proc.discovery()
     out = tmp_path / "live.jsonl"
-    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3")
+    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3",
+               "--release-when-done")
     assert live.returncode == 0, live.stderr
     assert proc.wait() == 0
     got = folded(findings(out))
@@ -84,12 +93,13 @@ def test_whole_values_iteration_and_user_replies_live_equal_post_hoc(
     whose 1,200-character outputs differ only after their first part (low), a real loop
     on long output (high), a simulated user answering every text turn (no narration and
     no submit loop). Live findings (sample buffer and control channel) equal post-hoc."""
-    truth = eval_runner("truth", tool_delay=0.3)
-    talk = eval_runner("conversation", tool_delay=0.3)
+    truth = eval_runner("truth", *KEEP, tool_delay=0.3)
+    talk = eval_runner("conversation", *KEEP, tool_delay=0.3)
     truth.discovery()
     talk.discovery()
     out = tmp_path / "live.jsonl"
-    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3")
+    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3",
+               "--release-when-done")
     assert live.returncode == 0, live.stderr
     assert truth.wait() == 0 and talk.wait() == 0
     got = folded(findings(out))
