@@ -304,6 +304,48 @@ def test_fuzzy_same_result_skips_change_no_finding(seq: list[tuple[str, str]]) -
     assert fast == slow
 
 
+FUZZY_NEAR = load_text(_DIR, """
+id: fuzzy-near
+title: near-identical calls of one result, keys normalised when compared
+category: repeated_tool_call
+severity: info
+events: [tool]
+needs: content
+detect:
+  repeat: {key: "[function, arguments]", result_key: "[result, error]", count: 3,
+           window: {events: 5}, similarity: 85, same_result: true,
+           normalise: [whitespace, case, cosmetic]}
+""", name="fuzzy-near.yaml", library=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(
+    ["ls -la /srv", "ls -la '/srv/'", "LS  -la /srv", "ls -la /srv/app", "cat /srv/a.txt",
+     "cat  /srv/a.txt;", "x" * 600, "x" * 599 + "y"]), st.sampled_from(["a", "b", "c", ""])),
+    max_size=40))
+def test_fuzzy_keys_normalised_when_compared_find_what_eager_keys_do(
+        seq: list[tuple[str, str]]) -> None:
+    """A fuzzy same-result key is normalised only once another kept call returned the
+    same result (``RepeatState._normalise_pending``): every finding, fact and message is
+    what normalising every key at once gives."""
+    from watcher.engine.detectors import repeat as detectors
+
+    items = [{"function": "bash", "arguments": a, "result": r} for a, r in seq]
+
+    def findings() -> list[dict[str, Any]]:
+        return [f.to_dict() for f in feed_all(FUZZY_NEAR, items)]
+
+    lazy = findings()
+    original = detectors.RepeatState._recent_result
+    detectors.RepeatState._recent_result = (  # type: ignore[method-assign]
+        lambda self, result: True)  # every key normalised as it comes
+    try:
+        eager = findings()
+    finally:
+        detectors.RepeatState._recent_result = original  # type: ignore[method-assign]
+    assert lazy == eager
+
+
 BOUNDARY = load_text(_DIR, """
 id: boundary
 title: fuzzy repeat on the threshold

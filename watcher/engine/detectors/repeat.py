@@ -35,6 +35,7 @@ from watcher.engine.detectors.keys import (
     folded_before,
     memo_keys,
     normalise_step,
+    normalise_text,
     part_chain,
     part_keys,
 )
@@ -128,16 +129,24 @@ class RepeatSpec:
         return RepeatState(rule, watch, self)
 
 
+class _Pending:
+    """Stands for a fuzzy key not normalised yet (see ``_Entry.src``): equal only to
+    itself, so no other key counts toward it or is found by it."""
+
+    __slots__ = ()
+
+
 class _Entry:
     """One matching event in a repeat window (``idx`` counts the rule's population).
 
     Only what the rule compares and reports is kept: the normalised key (its hash for
     exact rules, bounded text for fuzzy ones), hashes of the raw key and the result
-    (for the distinct counts) and the event's mark.
+    (for the distinct counts) and the event's mark; a fuzzy same-result key not
+    compared yet is kept raw (``src``) until a call with its result comes.
     """
 
     __slots__ = ("idx", "ts", "nkey", "raw", "result", "mark", "cut", "seq", "chg", "upto",
-                 "brk")
+                 "brk", "src")
 
     def __init__(self, idx: int, ts: float, nkey: Any, raw: int,
                  result: int | None, mark: tuple[Any, str, Any, Any, bool],
@@ -156,6 +165,9 @@ class _Entry:
         self.chg = chg
         self.upto = upto
         self.brk = brk  # the rule's ``breaks`` events seen before this one
+        # a fuzzy key not normalised yet: its raw key, normalised when another call with
+        # the same result needs it (RepeatState._normalise_pending); None once it is
+        self.src: Any = None
 
 
 FUZZY_KEY_CHARS: Final = 512  # fuzzy keys are compared on this much text
@@ -172,12 +184,23 @@ class RepeatState(RuleState):
         self.cap = spec.window.events if spec.window.events is not None else SECONDS_WINDOW_CAP
         self.idx = 0
         self.counts: dict[Any, int] = {}  # a plain dict: Counter's __delitem__ is Python
+        # fuzzy keys compared only under one result: the window's entries per result hash,
+        # so a call whose result no other call in the window returned is not compared at
+        # all (no pass over the window: the common case of every such call)
+        self.by_result: dict[Any, int] | None = (
+            {} if spec.similarity is not None and spec.same_result else None)
+        # and such a key is normalised only then: until another call returns the same
+        # result, nothing compares it (_normalise_pending); a rule that finds cycles
+        # compares keys across results, and normalises every key at once
+        self.lazy = self.by_result is not None and spec.cycles is None
         self.eps: dict[Any, Episode] = {}  # plain repeats by key; self.ep holds a cycle
         self.recent: deque[Any] = deque(
             maxlen=max(8, spec.cycles[0] * spec.cycles[1]) if spec.cycles else 8)
-        # the entries behind ``recent``, for opening a cycle (only cycle rules do)
+        # the entries behind ``recent``: for opening a cycle (cycle rules), and for
+        # normalising a pending key still in ``recent`` (fuzzy same-result rules)
         self.recent_entries: deque[_Entry] | None = (
-            deque(maxlen=self.recent.maxlen) if spec.cycles else None)
+            deque(maxlen=self.recent.maxlen) if spec.cycles or (
+                spec.similarity is not None and spec.same_result) else None)
         # the current event's raw key (see raw_key_text): a finding shows the latest one
         self.raw_now: Any = ""
         self.brk = 0  # ``breaks`` events seen so far
@@ -234,6 +257,62 @@ class RepeatState(RuleState):
         got = cache[self.step_keys[0]] = (raw, hash(raw), raw)
         return got
 
+    def _raw_parts(self, e: Event, cache: dict[Any, Any]) -> Any:
+        """The raw key as :meth:`_read_key` makes it (without normalising it): a tuple of
+        the fields' raw texts for a plain-fields key, else the key's text."""
+        steps = self.spec.normalise
+        parts = self.spec.key.parts
+        if parts is not None and steps and steps[0] == "whitespace":
+            pkeys = self.part_keys
+            return tuple([part_chain(e, cache, parts[i], (), (pkeys[i][0],))
+                          for i in range(len(parts))])
+        got = cache.get(self.step_keys[0])
+        if got is None:
+            got = self._read_raw(e, cache)
+        return got[0]
+
+    def _norm_of_raw(self, raw: Any) -> str:
+        """The normalised key :meth:`_read_key` makes of the raw key ``raw``."""
+        steps = self.spec.normalise
+        if type(raw) is str:
+            return normalise_text(raw, steps)
+        texts = [normalise_text(t, steps) for t in raw]
+        return texts[0] if len(texts) == 1 else " ".join([t for t in texts if t])
+
+    def _recent_result(self, result: Any) -> bool:
+        """Whether one of the last calls kept in ``recent`` returned ``result``."""
+        for k in self.recent:
+            if k[0] == result:
+                return True
+        return False
+
+    def _normalise_pending(self, result: Any) -> None:
+        """Normalise the keys of the calls kept (window and ``recent``) that returned
+        ``result`` and are not normalised yet: a call with that result is being compared
+        with them. A key is the same text whenever it is made."""
+        rec = self.recent_entries
+        assert rec is not None
+        for x in self.win:
+            if x.src is not None and x.result == result:
+                old = x.nkey
+                self._normalise_entry(x)
+                counts = self.counts
+                del counts[old]  # each pending key is its own, counted once
+                counts[x.nkey] = counts.get(x.nkey, 0) + 1
+        for i in range(len(rec)):
+            x = rec[i]
+            if x.src is not None and x.result == result:
+                self._normalise_entry(x)  # no longer in the window: not counted
+            if x.result == result:
+                self.recent[i] = x.nkey
+
+    def _normalise_entry(self, x: _Entry) -> None:
+        norm = self._norm_of_raw(x.src)
+        x.src = None
+        x.nkey = (x.result, norm[:FUZZY_KEY_CHARS])
+        if len(norm) > FUZZY_KEY_CHARS and x.cut == WHOLE_VALUES:
+            x.cut = FUZZY_PREFIX
+
     def _same(self, a: Any, b: Any) -> bool:
         if a == b:
             return True
@@ -262,6 +341,13 @@ class RepeatState(RuleState):
                 del counts[k]
             else:
                 counts[k] = n
+            by_result = self.by_result
+            if by_result is not None:
+                n = by_result[old.result] - 1
+                if n <= 0:
+                    del by_result[old.result]
+                else:
+                    by_result[old.result] = n
 
     def _count(self, nkey: Any) -> int:
         """Whether ``count`` window keys are the same as ``nkey`` (or similar enough).
@@ -340,10 +426,6 @@ class RepeatState(RuleState):
                         out += self._end_plain(k, ts)
             return out
         cache = self.watch.cache
-        hit = cache.get(self.cache_key)
-        if hit is None:
-            hit = self._read_key(e, cache)
-        self.raw_now, rawh, norm = hit
         result = None
         if spec.result_key is not None:
             result = cache.get(self.result_cache_key)
@@ -352,13 +434,28 @@ class RepeatState(RuleState):
                     spec.result_key.get(whole_view(e, cache)))
         nkey: Any
         cut = PREFIX_256 if prefix_only(e, spec.id_fields) else WHOLE_VALUES
-        if spec.similarity is None:
-            nkey = hash(norm) if not spec.same_result else hash((hash(norm), result))
-        else:  # fuzzy: the text itself, tagged with its result's hash under same_result
-            nkey = norm[:FUZZY_KEY_CHARS] if not spec.same_result else (
-                result, norm[:FUZZY_KEY_CHARS])
-            if len(norm) > FUZZY_KEY_CHARS and cut == WHOLE_VALUES:
-                cut = FUZZY_PREFIX
+        lazy = False
+        if self.lazy and self.ep is None and not self.eps:
+            assert self.by_result is not None
+            # no other call kept returned this result: nothing compares this key yet
+            lazy = result not in self.by_result and not self._recent_result(result)
+        if lazy:
+            raw = self._raw_parts(e, cache)
+            self.raw_now = raw
+            rawh = hash(raw)
+            nkey = (result, _Pending())  # equal to no other key until normalised
+        else:
+            hit = cache.get(self.cache_key)
+            if hit is None:
+                hit = self._read_key(e, cache)
+            self.raw_now, rawh, norm = hit
+            if spec.similarity is None:
+                nkey = hash(norm) if not spec.same_result else hash((hash(norm), result))
+            else:  # fuzzy: the text itself, tagged with its result's hash under same_result
+                nkey = norm[:FUZZY_KEY_CHARS] if not spec.same_result else (
+                    result, norm[:FUZZY_KEY_CHARS])
+                if len(norm) > FUZZY_KEY_CHARS and cut == WHOLE_VALUES:
+                    cut = FUZZY_PREFIX
         mark = event_mark(e, cache)
         watch = self.watch
         if "effect" in e:
@@ -368,8 +465,16 @@ class RepeatState(RuleState):
         else:
             seq, chg, upto = -1, 0, 0
         entry = _Entry(self.idx, ts, nkey, rawh, result, mark, cut, seq, chg, upto, self.brk)
+        if lazy:
+            entry.src = self.raw_now
+        elif self.lazy:
+            self._normalise_pending(result)  # earlier calls that returned this result
         win.append(entry)
         self.counts[nkey] = self.counts.get(nkey, 0) + 1
+        by_result = self.by_result
+        same_results = 0
+        if by_result is not None:
+            same_results = by_result[result] = by_result.get(result, 0) + 1
         if self.ep is None and not self.eps:  # the common case: nothing open
             rec = self.recent
             rec.append(nkey)
@@ -384,6 +489,10 @@ class RepeatState(RuleState):
                         rec[-1 - p] == nkey for p in range(2, min(cyc[0], len(rec) - 1) + 1)):
                     return out
             elif len(win) < spec.count:  # too few calls in the window to be similar enough
+                return out
+            elif by_result is not None and same_results < spec.count and spec.cycles is None:
+                # fuzzy keys under one result: too few calls in the window returned this
+                # one (what _count would find going through the window)
                 return out
             return self._try_open(entry, ts)
         cur = self.ep
