@@ -19,6 +19,7 @@ import click
 
 from watcher import __version__, sessions_cli
 from watcher.act import MAX_ACTIONS, MAX_PER_TASK
+from watcher.arena import one_malloc_arena
 from watcher.engine import COMPILED
 from watcher.exit_codes import ExitCode
 from watcher.limits import READ_TIMEOUT
@@ -145,6 +146,7 @@ def main() -> None:
     By default the watcher only observes: it never cancels or changes an eval
     (`watch --act` turns on its watchdog).
     """
+    one_malloc_arena()  # before any reader thread starts (watcher/arena.py)
 
 
 rules_group.epilog = EXIT_CODES  # `rules test` exits 1 for a failed case, 2 for bad rules
