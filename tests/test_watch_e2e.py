@@ -200,11 +200,11 @@ def test_state_restart_reports_nothing_twice_and_misses_nothing(eval_runner: Any
 
 
 def test_selector_watches_one_sample(eval_runner: Any, tmp_path: Path) -> None:
-    proc = eval_runner("loops", tool_delay=0.2)
+    proc = eval_runner("loops", *KEEP, tool_delay=0.2)
     proc.discovery()
     out = tmp_path / "one.jsonl"
     res = cli("watch", "loops", "repeat", "1", "--format", "jsonl", "--output", str(out),
-              "--poll", "0.3")
+              "--poll", "0.3", "--release-when-done")
     assert res.returncode == 0, res.stderr
     got = findings(out)
     assert got and {d["sample_id"] for d in got} == {"repeat"}
@@ -217,10 +217,11 @@ def test_a_process_running_tasks_in_turn_is_watched_to_the_last_task(
     from tests.evalproc import SCENARIOS
 
     proc = eval_runner("multi", f"{SCENARIOS}@loops", "--max-tasks", "1",
-                       "-T", "samples=2", tool_delay=0.2)
+                       "-T", "samples=2", *KEEP, tool_delay=0.2)
     proc.discovery()
     out = tmp_path / "two.jsonl"
-    res = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3")
+    res = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3",
+              "--release-when-done")
     assert res.returncode == 0, res.stderr
     assert proc.wait() == 0
     got = findings(out)
