@@ -34,6 +34,23 @@ def test_collapse_ws_on_any_text(text: str) -> None:
     assert collapse_ws(text) == " ".join(text.split())
 
 
+# ASCII only, long enough for the C fold's eight-byte steps and their edges: every
+# whitespace kind, control characters that split() keeps inside a word, and letters
+_ASCII_CHARS = st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\x1f\x00\x01\x1b") + ["a", "bc", "d e"])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_ASCII_CHARS, max_size=80).map("".join))
+def test_collapse_ws_on_long_ascii_runs(text: str) -> None:
+    assert collapse_ws(text) == " ".join(text.split())
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=90))
+def test_lower_is_cpythons(text: str) -> None:
+    assert text_mod.lower(text) == str.lower(text)
+
+
 @pytest.mark.parametrize("text", ["", " ", "a", "a b", "  a  b  ", "x\n\ty", "é  x",
                                   "a\u2003b", "def f():\n    return 1\n" * 400])
 def test_collapse_ws_examples(text: str) -> None:
@@ -52,6 +69,16 @@ def test_c_fold_when_built() -> None:
                     "tests/test_compiled.py runs this test on the built wheel")
     text = "already folded text"
     assert fold(text) is text  # nothing to fold: the text itself, its hash kept
+    long = "a long line of words, each with one space between them, " * 3
+    line = long.strip()  # past eight-byte steps, nothing to fold
+    assert fold(line) is line
+    assert fold(long + "\n") == long.strip()  # the gap at the very end
+    low = text_mod._LOWER_ASCII
+    assert low is not None  # built with the fold
+    assert low(long) is long  # no capital: the text itself
+    assert low("Mixed CASE text, Past EIGHT bytes") == "mixed case text, past eight bytes"
+    with pytest.raises(TypeError, match="ASCII"):
+        low("é")
     assert fold("x" * 5000 + "  y") == "x" * 5000 + " y"  # past the stack buffer
     with pytest.raises(TypeError, match="needs str"):
         fold(b"bytes")  # type: ignore[arg-type]

@@ -108,6 +108,9 @@ _WHERE_EXPRS = [
     "tokens >= `1`", "tokens < `0`", "n <= `1.5`", "`0` < n", "'submit' == function",
     "function == 'submit' && !has_error && tokens > `-1`", "x && !y && n != 'v'",
     "n >= `true`", "function == `1`", "!(function == 'submit')",
+    # ||-joined alternatives (the generated expression; not FieldTests)
+    "function != '' || has_error", "function == 'submit' || function == 'v'",
+    "x || y && !n", "n == 'v' || x && y || !tokens", "(x || y) && n",
 ]
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(
     ["", "submit", "tool_calls", "v", "0"]), st.just([]), st.just({}), st.just({"k": 1}))
