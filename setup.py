@@ -79,7 +79,8 @@ INTERPRETED = [
 # findings cross process boundaries (``watch --jobs``)
 
 # hand-written C beside the compiled modules: whitespace folding without a string per
-# word (watcher/engine/_fold.c; text.collapse_ws falls back to Python without it)
+# word, ASCII lower-casing and the cosmetic normaliser (watcher/engine/_fold.c; each
+# falls back to Python without it)
 FOLD = Extension("watcher.engine._fold", ["watcher/engine/_fold.c"])
 
 

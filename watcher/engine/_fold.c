@@ -14,6 +14,9 @@
  * of the engine on tool calls. Here each replace is one pass that starts at the
  * first occurrence (memmem), on ASCII text only (detectors/keys.py sends the rest to
  * Python); tests/engine/test_fold.py checks it against the Python normaliser.
+ *
+ * `lower_ascii` is `str.lower()` of ASCII text (text.lower sends it only that), eight
+ * bytes a step; tests/engine/test_fold.py checks it against str.lower.
  */
 #define _GNU_SOURCE 1  /* memmem (as pyconfig.h defines it) */
 #define PY_SSIZE_T_CLEAN
