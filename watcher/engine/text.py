@@ -25,16 +25,18 @@ def bound_text(text: str) -> str:
 _str_lower: Final = str.lower  # called as an object, so compiled code runs CPython's own
 
 
-def _load_lower() -> Callable[[str], str] | None:
-    """The C ASCII lower-casing (``watcher/engine/_fold.c``), when it was built."""
+def _c_text_function(name: str) -> Callable[[str], str] | None:
+    """Function ``name`` of the C text helpers (``watcher/engine/_fold.c``), when they
+    were built (``INSPECT_WATCH_PURE=1`` builds neither them nor the compiled engine);
+    else ``None``."""
     try:
-        from watcher.engine._fold import lower_ascii
+        from watcher.engine import _fold  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return lower_ascii  # type: ignore[no-any-return]
+    return getattr(_fold, name, None)  # type: ignore[no-any-return]
 
 
-_LOWER_ASCII: Final = _load_lower()
+_LOWER_ASCII: Final = _c_text_function("lower_ascii")
 
 
 def lower(text: str) -> str:
@@ -78,17 +80,7 @@ def cache_key(kind: str, *parts: object) -> str:
     return kind + repr(parts)
 
 
-def _load_fold() -> Callable[[str], str] | None:
-    """The C fold (``watcher/engine/_fold.c``), when it was built; else ``None``."""
-    try:
-        from watcher.engine._fold import collapse_ws as fold
-    except ImportError:
-        return None
-    return fold  # type: ignore[no-any-return]
-
-
-# ``INSPECT_WATCH_PURE=1`` builds neither it nor the compiled engine
-_FOLD: Final = _load_fold()
+_FOLD: Final = _c_text_function("collapse_ws")
 
 
 def collapse_ws(text: str) -> str:
