@@ -25,18 +25,18 @@ def bound_text(text: str) -> str:
 _str_lower: Final = str.lower  # called as an object, so compiled code runs CPython's own
 
 
-def _c_text_function(name: str) -> Callable[[str], str] | None:
+def c_text_function(name: str) -> Any:
     """Function ``name`` of the C text helpers (``watcher/engine/_fold.c``), when they
     were built (``INSPECT_WATCH_PURE=1`` builds neither them nor the compiled engine);
-    else ``None``."""
+    else ``None``. Each caller types what it takes."""
     try:
         from watcher.engine import _fold  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return getattr(_fold, name, None)  # type: ignore[no-any-return]
+    return getattr(_fold, name, None)
 
 
-_LOWER_ASCII: Final = _c_text_function("lower_ascii")
+_LOWER_ASCII: Final[Callable[[str], str] | None] = c_text_function("lower_ascii")
 
 
 def lower(text: str) -> str:
@@ -80,7 +80,7 @@ def cache_key(kind: str, *parts: object) -> str:
     return kind + repr(parts)
 
 
-_FOLD: Final = _c_text_function("collapse_ws")
+_FOLD: Final[Callable[[str], str] | None] = c_text_function("collapse_ws")
 
 
 def collapse_ws(text: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from watcher.engine.detectors.base import key_text, whole_value
 from watcher.engine.rx import Pattern
-from watcher.engine.text import cache_key, collapse_ws, lower, unmark
+from watcher.engine.text import c_text_function, cache_key, collapse_ws, lower, unmark
 from watcher.events import Event
 
 NUM: Final = re.compile(r"\d+(?:\.\d+)?")
@@ -88,17 +88,8 @@ def _json_rendered(text: str) -> bool:
     return text[:1] in ("{", "[") and text[1:2] != " "
 
 
-def _load_cosmetic() -> Callable[[str, bool], str] | None:
-    """The C normaliser (``watcher/engine/_fold.c``), when it was built; else ``None``."""
-    try:
-        from watcher.engine._fold import cosmetic
-    except ImportError:
-        return None
-    return cosmetic  # type: ignore[no-any-return]
-
-
-# ``INSPECT_WATCH_PURE=1`` builds neither it nor the compiled engine
-_COSMETIC_C: Final = _load_cosmetic()
+# the C normaliser (``watcher/engine/_fold.c``), when it was built; else ``None``
+_COSMETIC_C: Final[Callable[[str, bool], str] | None] = c_text_function("cosmetic")
 
 
 def _cosmetic(text: str, folded: bool = False) -> str:
