@@ -228,6 +228,33 @@ def test_foreign_cursor_restarts_and_own_cursor_resumes(corpus: LogSource) -> No
 
 
 @needs_corpus
+def test_a_sample_read_to_its_end_leaves_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages of one sample decode it once; its last page releases it (a scan moves on,
+    and four cached samples were the post-hoc scan's peak memory), so a read after the
+    end decodes it again and still gives the same events."""
+    import watcher.sources.logfiles.source as source_mod
+
+    decoded: list[int] = []
+    real = source_mod.parse_sample_json
+
+    def counted(data: dict[str, Any], epoch: int) -> Any:
+        decoded.append(epoch)
+        return real(data, epoch)
+
+    monkeypatch.setattr(source_mod, "parse_sample_json", counted)
+    src = LogSource(str(CTF))
+    task = _task(src, CTF.name)
+    first = src.events(task, "47", 1, since=None, types=None, tier="content", limit=5)
+    assert not first.done
+    rest = _all_events(src, task, "47", 1, tier="content", limit=7)
+    assert decoded == [1], "paging served from one decode"
+    again = src.events(task, "47", 1, since=None, types=None, tier="content", limit=5)
+    assert decoded == [1, 1], "the finished sample was released, and read again"
+    assert again.events == first.events == rest[:5]
+    src.close()
+
+
+@needs_corpus
 def test_missing_sample_is_not_found(corpus: LogSource) -> None:
     task = _task(corpus, OXDNA.name)
     with pytest.raises(NotFound):

@@ -371,8 +371,11 @@ class LogSource(Source):
                 kind="gap", message=f"{task.log_location} sample {sample_id} epoch {epoch}: "
                 f"{len(unknown)} attachment reference(s) not in the log: "
                 + ", ".join(sorted(unknown)[:5])))
-        return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset),
-                         done=next_offset >= len(parsed.events))
+        done = next_offset >= len(parsed.events)
+        if done:  # read to its end: a scan moves on, and the cache would hold it for nothing
+            self._samples.pop((str(task.log_location), str(sample_id), int(epoch),
+                               tier == "full"), None)
+        return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset), done=done)
 
     def has_sample(self, task: TaskInfo, sample_id: str, epoch: int) -> bool:
         """Whether the task's log holds the sample now (a running eval's log gains its
@@ -395,7 +398,7 @@ class LogSource(Source):
     def _parsed(self, task: TaskInfo, sample_id: str, epoch: int,
                 full: bool = True) -> ParsedSample:
         entry = self._entry_for(task, fresh=False)
-        key = (entry.location, sample_id, epoch, full)
+        key = (entry.location, sample_id, epoch, full)  # (the location is the task's)
         cached = self._samples.get(key)
         if cached is not None:
             self._samples.move_to_end(key)
