@@ -23,6 +23,8 @@ from pathlib import Path
 
 import fsspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from watcher import handoff as handoff_mod
@@ -387,6 +389,32 @@ def test_json_safe_fast_path_matches_the_general_walk() -> None:
     assert got["a"][2] is None and got["3"]["inf"] is None and got["a"][3] == [True, None, "x"]
     assert got["set"] == [7] and got["enum"] is Colour.RED and got[str(Level.HIGH)] is Level.HIGH
     assert got["obj"] == [str(object)]
+
+
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63 - 3)
+    | st.floats() | st.floats(min_value=-1e-3, max_value=1e-3) | st.floats(min_value=1e15)
+    | st.text() | st.sampled_from(["\ud800", "a\udfffb", "\x7f", "\U0001f600\u2028", "1e-05"]),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSONISH)
+def test_jsonl_lines_are_pythons_json_exactly(value: object) -> None:
+    """A line is byte for byte what Python's ``json.dumps(ensure_ascii=True)`` writes,
+    though orjson writes it: floats of any size (1e-05, not 1e-5), text outside ASCII,
+    DEL, lone surrogates and integers past 64 bits (those two through ``json``)."""
+    from watcher.reporters import jsonl
+    from watcher.reporters.jsonl import _json_safe, dumps_line
+
+    assert jsonl._FAST, "the installed orjson writes these lines (its probe agreed)"
+    safe = _json_safe({"v": value})
+    expected = json.dumps(safe, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    line = dumps_line({"v": value})
+    assert line == expected + "\n"
+    assert line.isascii() and "\x7f" not in line
 
 
 def test_jsonl_file_appends_from_two_writers(tmp_path: Path) -> None:
