@@ -51,6 +51,23 @@ def test_changing_shell_lines_are_writes(cmd: str) -> None:
     assert shell(cmd) == "write", cmd
 
 
+@pytest.mark.parametrize(("line", "split"), [
+    ("  ls  -la\t\r", ([["ls", "-la"]], "")),
+    ("a ;\tb  ", ([["a"], ["b"]], "")),
+    ("echo x >   'out file'  ", ([["echo", "x"]], "> out file")),
+    ("cat <<  EOF\nrm x\nEOF\n  ls ", ([["cat"], ["ls"]], "")),
+    ("   ", ([], "")),
+    ("", ([], "")),
+    ("ls \x0b", (None, "")),  # a blank the shell does not take as one: does not parse
+    ("grep 'open  ", (None, "")),
+])
+def test_lines_split_into_simple_commands(line: str, split: Any) -> None:
+    """Blanks anywhere (before a token, at either end, inside a quote kept) split alike."""
+    from watcher.engine.shell import _split
+
+    assert _split(line) == split
+
+
 @pytest.mark.parametrize("cmd", [
     "python reproduce.py", "pytest -q tests/test_a.py", "make", "./run.sh", "node app.js",
     "bash script.sh", "npm test", "cat a | python -c 'import sys'", "find . -exec ./x {} +",
