@@ -374,6 +374,7 @@ def scan_transcript(transcript: Any, opts: ScanOptions) -> TranscriptScan:
     for event in events:
         found += watch.feed(event)
     found += watch.finalize(last)
+    watch.release()
     for err in engine.take_errors():  # once per rule and reason, as a watch says it
         logger.warning("inspect-watch: %s", err.message)
     for f in found:

@@ -67,6 +67,36 @@ def test_finalize_once_and_reset_attempt(tmp_path: Path) -> None:
     assert out[0].sample.attempt == 2 and out[0].episode == 1 and out[0].id != end.id
 
 
+def test_a_released_sample_is_freed_without_the_collector() -> None:
+    """A finished sample's watch, let go of with ``release``, leaves no cycle for Python's
+    collector: a scan frees each sample as it ends (the built-in pack, real rule states:
+    repeats, idle clocks, row rules, the task's pace)."""
+    import gc
+
+    engine = Engine(load_rules(user_dir=False))
+    items = [tool(arguments="ls"), model("hi"), tool(arguments="ls"), tool(arguments="ls"),
+             tool(arguments="cat a", error="boom")]
+
+    def scan(release: bool) -> int:
+        gc.collect()
+        gc.disable()
+        try:
+            watch = engine.open_sample(REF)
+            watch.sample_row({"sample_id": "s1", "epoch": 1, "status": "running"})
+            for i, it in enumerate(items):
+                watch.feed(materialise(i, it))
+            assert watch.finalize(100.0), "the repeats were found"
+            if release:
+                watch.release()
+            del watch
+            return gc.collect()
+        finally:
+            gc.enable()
+
+    assert scan(release=False) > 0  # the cycle this is about
+    assert scan(release=True) == 0
+
+
 def test_sample_context_exception(tmp_path: Path) -> None:
     rules = load_text(tmp_path, REPEAT)
     assert run(rules, [tool(arguments="ls")] * 3, ref=replace(REF, task="quiet-task")) == []

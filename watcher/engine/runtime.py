@@ -516,6 +516,17 @@ class SampleWatch:
                 out += s.finalize(when)
         return out
 
+    def release(self) -> None:
+        """Let go of the rule states of a sample that has ended (after :meth:`finalize`).
+
+        Each state points back at its watch: dropped as they were, a watch and its
+        states were a cycle that only Python's collector frees, late and at a cost (a
+        post-hoc scan of 5,000 small samples left it 300,000 objects to find)."""
+        self.state_list = []
+        self.clocked = []
+        self.grown = {}
+        self.calls = None
+
     def reset_attempt(self, new_ref: SampleRef) -> list[Finding]:
         """A retried sample starts a new attempt: fresh state, episode numbers from 1.
 

@@ -413,6 +413,7 @@ class TrackedSample:
         self.closed = True
         if watch is not None:
             self.findings(watch.finalize(time.time()))
+            watch.release()
         self._meter = None
 
     def new_attempt(self, attempt: int) -> None:
