@@ -83,6 +83,12 @@ class _LogEntry:
     fast: bool = False  # a current-format .eval: its stored JSON is read directly
 
 
+def _cache_key(task: TaskInfo, sample_id: str, epoch: int,
+               full: bool) -> tuple[str, str, int, bool]:
+    """A parsed sample's place in :attr:`LogSource._samples` (the log is the task's)."""
+    return (str(task.log_location), sample_id, epoch, full)
+
+
 class LogSource(Source):
     """Inspect logs as a :class:`Source`.
 
@@ -373,8 +379,8 @@ class LogSource(Source):
                 + ", ".join(sorted(unknown)[:5])))
         done = next_offset >= len(parsed.events)
         if done:  # read to its end: a scan moves on, and the cache would hold it for nothing
-            self._samples.pop((str(task.log_location), str(sample_id), int(epoch),
-                               tier == "full"), None)
+            self._samples.pop(_cache_key(task, str(sample_id), int(epoch), tier == "full"),
+                              None)
         return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset), done=done)
 
     def has_sample(self, task: TaskInfo, sample_id: str, epoch: int) -> bool:
@@ -398,7 +404,7 @@ class LogSource(Source):
     def _parsed(self, task: TaskInfo, sample_id: str, epoch: int,
                 full: bool = True) -> ParsedSample:
         entry = self._entry_for(task, fresh=False)
-        key = (entry.location, sample_id, epoch, full)  # (the location is the task's)
+        key = _cache_key(task, sample_id, epoch, full)
         cached = self._samples.get(key)
         if cached is not None:
             self._samples.move_to_end(key)
