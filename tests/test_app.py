@@ -83,6 +83,21 @@ def test_the_cli_defaults_are_the_library_defaults() -> None:
     assert {k: getattr(defaults, k) for k in cli_params} == cli_params
 
 
+def test_a_watch_collects_the_young_generation_less_often() -> None:
+    """Loading a watch's rules raises the young collection's threshold (the older
+    generations' stay as they were)."""
+    import gc
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 11, 12)
+        app.load_engine(app.WatchOptions(only=("repeated-tool-call",)))
+        assert gc.get_threshold() == (app.YOUNG_COLLECTION, 11, 12)
+        assert app.YOUNG_COLLECTION > 700
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_run_hands_sinks_what_the_reporters_get(logs: Path, tmp_path: Path) -> None:
     out = tmp_path / "f.jsonl"
     front = Front()
