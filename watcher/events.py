@@ -68,6 +68,9 @@ def tier_rank(tier: Tier) -> int:
 
 
 _fromiso: Final = datetime.fromisoformat
+# ``json.dumps(value, default=str)`` without building an encoder per call (a tool's
+# arguments are serialised for every call read: 3.5 us each, 2.0 with one encoder)
+_encode: Final = json.JSONEncoder(default=str).encode
 
 
 def truncate(text: str, width: int = CONTENT_WIDTH) -> str:
@@ -103,7 +106,7 @@ def to_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, default=str)
+        return _encode(value)  # type: ignore[no-any-return]
     except (TypeError, ValueError):
         return str(value)
 
