@@ -182,7 +182,7 @@ def find_refs(obj: Any) -> set[str]:
         value = stack.pop()
         if isinstance(value, str):
             if ATTACHMENT_PROTOCOL in value:
-                found.update(m.group(1) for m in _REF.finditer(value))
+                found.update(_REF.findall(value))
         elif isinstance(value, dict):
             stack.extend(value.values())
         elif isinstance(value, list | tuple):
