@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.test_stream_live import _source, log_events, watch_all
+from watcher.events import PROMPT_KEY, normalise
 from watcher.sources.base import (
     EventPage,
     SampleListing,
@@ -224,6 +225,37 @@ def test_attachments_are_resolved(setup: Any) -> None:
     time.sleep(0.25)
     page = _read(src, task, page.next)
     assert page.events[0]["result"] == "the whole output"
+
+
+def test_a_model_event_is_served_as_the_log_source_projects_it(setup: Any) -> None:
+    """The buffer serves the content tier's projection (samples.light), as a log scan
+    does: what a rule reads resolved, whatever the attachment's text holds, and no raw
+    API call or tool list (they are never read below the full tier)."""
+    buf, _, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    key = "fedcba9876543210fedcba9876543210"
+    text = 'She said "done"\\n\ttab, naïve ✓ \u2028 end'
+    buf.db.execute("INSERT INTO attachments (sample_id, sample_epoch, hash, content) "
+                   "VALUES ('s1', 1, ?, ?)", (key, text))
+    ref = f"attachment://{key}"
+    buf.event("m", "model", model="m", input=[{"role": "user", "content": ref}],
+              call={"request": {"messages": [{"content": ref}]}}, tools=[{"name": "bash"}],
+              output={"completion": ref, "choices": [
+                  {"message": {"role": "assistant", "content": f"see {ref}!"},
+                   "stop_reason": "stop"}]})
+    deadline = time.monotonic() + 30
+    while True:  # until the buffer's tail has the new row (read again each time)
+        got = _read(src, task, page.next)
+        if got.events or time.monotonic() > deadline:
+            break
+    (event,) = got.events
+    assert event["output"]["completion"] == text
+    assert event["output"]["choices"][0]["message"]["content"] == f"see {text}!"
+    assert event[PROMPT_KEY] == {"role": "user", "content": text}
+    assert "call" not in event and "tools" not in event and "input" not in event
+    norm = normalise(event, "content")
+    assert norm["completion"] == text and norm["prompt"] == text
 
 
 @pytest.mark.parametrize("change", ["logged", "rows replaced", "second sample_init",

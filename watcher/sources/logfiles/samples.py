@@ -134,9 +134,16 @@ def light(e: dict[str, Any], pool: list[Any] | None = None,
     if event == "model":
         prompt = last_input(e, pool or [])
         if prompt is not None:
-            out[PROMPT_KEY] = {"role": prompt.get("role"),
-                               "content": _content(prompt.get("content"), att, found, budget)}
+            out[PROMPT_KEY] = light_prompt(prompt, att, found, budget)
     return out
+
+
+def light_prompt(message: dict[str, Any], attachments: dict[str, str], unknown: set[str],
+                 budget: Expansion | None = None) -> dict[str, Any]:
+    """What a model event keeps of the message that prompted it (``events.PROMPT_KEY``):
+    its role and its content, resolved."""
+    return {"role": message.get("role"),
+            "content": _content(message.get("content"), attachments, unknown, budget)}
 
 
 def _content(v: Any, att: dict[str, str], found: set[str], budget: Expansion | None) -> Any:
