@@ -227,6 +227,15 @@ def test_attachments_are_resolved(setup: Any) -> None:
     assert page.events[0]["result"] == "the whole output"
 
 
+def _next_page(src: BufferedSource, task: TaskInfo, since: str | None) -> EventPage:
+    """The next page with events (the buffer's tail runs every 0.2 s): read until then."""
+    deadline = time.monotonic() + 30
+    while True:
+        got = _read(src, task, since)
+        if got.events or time.monotonic() > deadline:
+            return got
+
+
 def test_a_model_event_is_served_as_the_log_source_projects_it(setup: Any) -> None:
     """The buffer serves the content tier's projection (samples.light), as a log scan
     does: what a rule reads resolved, whatever the attachment's text holds, and no raw
@@ -244,18 +253,32 @@ def test_a_model_event_is_served_as_the_log_source_projects_it(setup: Any) -> No
               output={"completion": ref, "choices": [
                   {"message": {"role": "assistant", "content": f"see {ref}!"},
                    "stop_reason": "stop"}]})
-    deadline = time.monotonic() + 30
-    while True:  # until the buffer's tail has the new row (read again each time)
-        got = _read(src, task, page.next)
-        if got.events or time.monotonic() > deadline:
-            break
-    (event,) = got.events
+    (event,) = _next_page(src, task, page.next).events
     assert event["output"]["completion"] == text
     assert event["output"]["choices"][0]["message"]["content"] == f"see {text}!"
     assert event[PROMPT_KEY] == {"role": "user", "content": text}
     assert "call" not in event and "tools" not in event and "input" not in event
     norm = normalise(event, "content")
     assert norm["completion"] == text and norm["prompt"] == text
+
+
+def test_an_attachment_fetched_once_serves_the_next_read_too(setup: Any) -> None:
+    """A sample's next read names mostly the attachments its last one fetched (a tool's
+    output, then the prompt quoting it): they are kept, not asked for again, and an
+    attachment is named by its content's hash, so the kept text is the text."""
+    buf, _, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    key = "00112233445566778899aabbccddeeff"
+    buf.db.execute("INSERT INTO attachments (sample_id, sample_epoch, hash, content) "
+                   "VALUES ('s1', 1, ?, 'the long output')", (key,))
+    buf.event("b", result=f"attachment://{key}")
+    page = _next_page(src, task, page.next)
+    assert page.events[0]["result"] == "the long output"
+    buf.db.execute("DELETE FROM attachments")  # no query could find it now
+    buf.event("c", arguments={"cmd": f"echo attachment://{key}"})
+    page = _next_page(src, task, page.next)
+    assert page.events[0]["arguments"] == {"cmd": "echo the long output"}
 
 
 @pytest.mark.parametrize("change", ["logged", "rows replaced", "second sample_init",

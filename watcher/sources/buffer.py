@@ -145,7 +145,7 @@ class _View:
     """
 
     __slots__ = ("nonce", "base", "last", "uuids", "data", "types", "anchor", "inits",
-                 "broken", "pool", "final")
+                 "broken", "pool", "final", "attached")
 
     def __init__(self, nonce: str) -> None:
         self.nonce = nonce
@@ -163,6 +163,8 @@ class _View:
         # every row of the attempt is here: it was tailed after its summary said it
         # finished, so its end can be served after Inspect drops the rows
         self.final = False
+        # the attachments the last read fetched, by hash (SampleBufferReader._attachments)
+        self.attached: dict[str, str] = {}
 
     def add(self, uuid: str, data: str) -> None:
         if uuid not in self.data:
@@ -494,14 +496,11 @@ class SampleBufferReader:
             # escaped every attachment into it and decoded it all again, the model's
             # raw API call included (py-spy, 125-run replay: buffer reads 28 % of the
             # watcher's samples before, 25 % after)
-            attach = self._attachments(key, blobs)
             models = {i: _loads(blobs[i]) for i, u in enumerate(uuids)
                       if view.types.get(u) == "model"}
             prompts = self._prompts(key, view, models)
-            if prompts:  # references only the prompts hold
-                more = self._attachments(key, list(prompts.values()))
-                if more:
-                    attach = {**(attach or {}), **more}
+            # the events' and their prompts' references, in one query at most
+            attach = self._attachments(key, blobs + list(prompts.values()), view)
             if kept and self._status(key) is None and not _whole(blobs, attach, models,
                                                                   prompts):
                 return None  # its attachments or prompts left with its rows
@@ -598,7 +597,14 @@ class SampleBufferReader:
             sorted(set(ids.values()))).fetchall())
         return {i: rows[rid] for i, rid in ids.items() if rid in rows}
 
-    def _attachments(self, key: tuple[str, int], blobs: list[str]) -> dict[str, str] | None:
+    def _attachments(self, key: tuple[str, int], blobs: list[str],
+                     view: _View | None = None) -> dict[str, str] | None:
+        """The attachments the texts refer to (those the buffer has).
+
+        With a ``view``, those its previous read fetched are not asked for again: an
+        attachment is named by its content's hash, and the next read of a sample mostly
+        names the same ones (a tool's output, then the prompt that quotes it; a page
+        read again while an event in it is pending). Only the last read's are kept."""
         refs: set[str] = set()
         for blob in blobs:
             if ATTACHMENT_PROTOCOL in blob:
@@ -606,11 +612,17 @@ class SampleBufferReader:
         if not refs:
             return None
         refs |= {r[:32] for r in refs if len(r) > 32}  # a hash run into following text
-        marks = ",".join("?" * len(refs))
-        rows = self._conn.execute(
-            f"SELECT hash, content FROM attachments WHERE sample_id = ? AND sample_epoch = ? "
-            f"AND hash IN ({marks})", (key[0], key[1], *sorted(refs))).fetchall()
-        return dict(rows)
+        known = view.attached if view is not None else {}
+        got = {r: known[r] for r in refs if r in known}
+        missing = sorted(refs - got.keys())
+        if missing:
+            marks = ",".join("?" * len(missing))
+            got.update(self._conn.execute(
+                f"SELECT hash, content FROM attachments WHERE sample_id = ? AND "
+                f"sample_epoch = ? AND hash IN ({marks})", (key[0], key[1], *missing)))
+        if view is not None:
+            view.attached = got
+        return got
 
 
 def _status_of(completed: object) -> str | None:
