@@ -214,19 +214,6 @@ def test_first_page_is_the_control_channels_then_the_buffer_continues(setup: Any
     assert len(inner.calls) == 1
 
 
-def test_attachments_are_resolved(setup: Any) -> None:
-    buf, _, src, task = setup
-    buf.event("a")
-    page = _read(src, task, None)
-    key = "0123456789abcdef0123456789abcdef"
-    buf.db.execute("INSERT INTO attachments (sample_id, sample_epoch, hash, content) "
-                   "VALUES ('s1', 1, ?, 'the whole output')", (key,))
-    buf.event("b", result=f"attachment://{key}")
-    time.sleep(0.25)
-    page = _read(src, task, page.next)
-    assert page.events[0]["result"] == "the whole output"
-
-
 def _next_page(src: BufferedSource, task: TaskInfo, since: str | None) -> EventPage:
     """The next page with events (the buffer's tail runs every 0.2 s): read until then."""
     deadline = time.monotonic() + 30
@@ -234,6 +221,25 @@ def _next_page(src: BufferedSource, task: TaskInfo, since: str | None) -> EventP
         got = _read(src, task, since)
         if got.events or time.monotonic() > deadline:
             return got
+
+
+def test_attachments_are_resolved(setup: Any) -> None:
+    """And those a read fetched serve the sample's next read too (a tool's output, then
+    the prompt quoting it): an attachment is named by its content's hash, so the kept
+    text is the text, and it is not asked for again."""
+    buf, _, src, task = setup
+    buf.event("a")
+    page = _read(src, task, None)
+    key = "0123456789abcdef0123456789abcdef"
+    buf.db.execute("INSERT INTO attachments (sample_id, sample_epoch, hash, content) "
+                   "VALUES ('s1', 1, ?, 'the whole output')", (key,))
+    buf.event("b", result=f"attachment://{key}")
+    page = _next_page(src, task, page.next)
+    assert page.events[0]["result"] == "the whole output"
+    buf.db.execute("DELETE FROM attachments")  # no query could find it now
+    buf.event("c", arguments={"cmd": f"echo attachment://{key}"})
+    page = _next_page(src, task, page.next)
+    assert page.events[0]["arguments"] == {"cmd": "echo the whole output"}
 
 
 def test_a_model_event_is_served_as_the_log_source_projects_it(setup: Any) -> None:
@@ -260,25 +266,6 @@ def test_a_model_event_is_served_as_the_log_source_projects_it(setup: Any) -> No
     assert "call" not in event and "tools" not in event and "input" not in event
     norm = normalise(event, "content")
     assert norm["completion"] == text and norm["prompt"] == text
-
-
-def test_an_attachment_fetched_once_serves_the_next_read_too(setup: Any) -> None:
-    """A sample's next read names mostly the attachments its last one fetched (a tool's
-    output, then the prompt quoting it): they are kept, not asked for again, and an
-    attachment is named by its content's hash, so the kept text is the text."""
-    buf, _, src, task = setup
-    buf.event("a")
-    page = _read(src, task, None)
-    key = "00112233445566778899aabbccddeeff"
-    buf.db.execute("INSERT INTO attachments (sample_id, sample_epoch, hash, content) "
-                   "VALUES ('s1', 1, ?, 'the long output')", (key,))
-    buf.event("b", result=f"attachment://{key}")
-    page = _next_page(src, task, page.next)
-    assert page.events[0]["result"] == "the long output"
-    buf.db.execute("DELETE FROM attachments")  # no query could find it now
-    buf.event("c", arguments={"cmd": f"echo attachment://{key}"})
-    page = _next_page(src, task, page.next)
-    assert page.events[0]["arguments"] == {"cmd": "echo the long output"}
 
 
 @pytest.mark.parametrize("change", ["logged", "rows replaced", "second sample_init",
