@@ -44,7 +44,6 @@ _TREE = os.environ.get("BENCH_ENGINE_TREE")
 if _TREE:
     sys.path.insert(0, _TREE)
 
-from watcher.app import YOUNG_COLLECTION  # noqa: E402
 from watcher.engine import COMPILED, Engine, load_rules  # noqa: E402
 from watcher.engine.text import _TEXT_CACHE  # noqa: E402
 from watcher.events import normalise  # noqa: E402
@@ -184,6 +183,9 @@ def read_by_read(engine: Engine, samples: list[list[dict]], repeat: int) -> None
     wanted = engine.event_types
     chosen = [[e for e in s if wanted is None or e["type"] in wanted] for s in samples]
     chosen = [s for s in chosen if s]
+    if not chosen:
+        print("recorded, read by read: skipped (no event a rule reads)")
+        return
     n = sum(map(len, chosen))
 
     def by_sample() -> float:
@@ -202,14 +204,15 @@ def read_by_read(engine: Engine, samples: list[list[dict]], repeat: int) -> None
             watch.finalize()
         return time.process_time() - t0
 
-    # the collector as a watch sets it (watcher.app.load_engine): what is loaded by now
-    # frozen, young collections every YOUNG_COLLECTION containers. Left as Python sets
-    # it, the collections that samples open together provoke walked the decoded corpus
-    # held here, and were half the difference measured
+    # the collector as a watch sets it. Left as Python sets it, the collections that
+    # samples open together provoke walked the decoded corpus held here, and were half
+    # the difference measured. (Imported here: bench_instructions imports this module
+    # over builds of earlier commits.)
+    from watcher.app import settle_collector
+
     gc.collect()
-    gc.freeze()
     threshold = gc.get_threshold()
-    gc.set_threshold(YOUNG_COLLECTION, *threshold[1:])
+    settle_collector()
     a = b = float("inf")
     try:
         for _ in range(repeat):  # alternating, best of each
