@@ -242,6 +242,57 @@ def test_attachments_are_resolved(setup: Any) -> None:
     assert page.events[0]["arguments"] == {"cmd": "echo the whole output"}
 
 
+def test_prompts_and_attachments_come_with_the_tail(setup: Any) -> None:
+    """A tracked sample's new message-pool rows and attachments come with the tail's
+    one query per table, not in statements of each read (two per read were 130 ms of a
+    125-run replay); a read serves what the queries would have found."""
+    buf, _, src, task = setup
+    buf.db.execute("CREATE TABLE message_pool (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                   "sample_id TEXT, sample_epoch INTEGER, msg_id TEXT, data TEXT)")
+
+    def pool(msg_id: str, role: str, content: str) -> None:
+        buf.db.execute("INSERT INTO message_pool (sample_id, sample_epoch, msg_id, data) "
+                       "VALUES ('s1', 1, ?, ?)",
+                       (msg_id, json.dumps({"id": msg_id, "role": role, "content": content})))
+
+    buf.event("a")
+    page = _read(src, task, None)  # the control channel's: names the nonce, opens the reader
+    pool("p1", "user", "fix the bug")
+    buf.event("m1", "model", input=[], input_refs=[[0, 1]],
+              output={"completion": "ok", "choices": []})
+    page = _next_page(src, task, page.next)  # the pool list is read once, from its start
+    assert page.events[0][PROMPT_KEY] == {"role": "user", "content": "fix the bug"}
+
+    reader = src._readers[task.eval_id]
+    asked: list[str] = []
+    reader._conn.set_trace_callback(asked.append)
+    key = "0123456789abcdef0123456789abcdef"
+    buf.db.execute("INSERT INTO attachments (sample_id, sample_epoch, hash, content) "
+                   "VALUES ('s1', 1, ?, 'FAILED test_x')", (key,))
+    pool("p2", "assistant", "running the tests")
+    pool("p3", "tool", f"attachment://{key}")
+    buf.event("t", result=f"attachment://{key}")
+    buf.event("m2", "model", input=[], input_refs=[[0, 3]],
+              output={"completion": "again", "choices": []})
+    page = _next_page(src, task, page.next)
+    assert [e["uuid"] for e in page.events] == ["t", "m2"]
+    assert page.events[0]["result"] == "FAILED test_x"
+    assert page.events[1][PROMPT_KEY] == {"role": "tool", "content": "FAILED test_x"}
+    tailed = [q for q in asked if "WHERE id >" in q]
+    assert any("FROM message_pool" in q for q in tailed), asked  # the tail ran ...
+    per_read = [q for q in asked if ("FROM attachments" in q or "FROM message_pool" in q)
+                and q not in tailed]
+    assert per_read == [], per_read  # ... and the read asked for nothing of its own
+
+    # what the tail did not bring (the reader's rows dropped here) is still asked for
+    reader._views[("s1", 1)].pool_rows.clear()
+    reader._views[("s1", 1)].attached.clear()
+    buf.event("m3", "model", input=[], input_refs=[[0, 3]],
+              output={"completion": "and again", "choices": []})
+    page = _next_page(src, task, page.next)
+    assert page.events[0][PROMPT_KEY] == {"role": "tool", "content": "FAILED test_x"}
+
+
 def test_a_model_event_is_served_as_the_log_source_projects_it(setup: Any) -> None:
     """The buffer serves the content tier's projection (samples.light), as a log scan
     does: what a rule reads resolved, whatever the attachment's text holds, and no raw
