@@ -187,6 +187,13 @@ class _View:
                     self.broken = True
         self.data[uuid] = data
 
+    def rotate_tailed(self, named: dict[str, str] | None = None) -> None:
+        """After a read: the tail's attachments it did not name are kept one read more
+        (``tailed_before``); those the tail brings next start afresh."""
+        self.tailed_before = ({h: c for h, c in self.tailed.items() if h not in named}
+                              if named else self.tailed)
+        self.tailed = {}
+
     def trim(self, offset: int) -> None:
         """Forget events before ``offset`` (the stream never reads before its cursor)."""
         drop = min(offset - self.base, len(self.uuids))
@@ -353,22 +360,31 @@ class SampleBufferReader:
             self._status_at.pop((str(sample_id), int(epoch)), None)
             self._ended.discard((str(sample_id), int(epoch)))
 
-    def _tail(self) -> None:
+    def _rows_after(self, table: str, columns: str, after: int) -> Iterator[list[Any]]:
+        """Batches of ``table``'s rows with ids above ``after`` in id order, each row's
+        id first: the tail's one query per table (and per :data:`TAIL_BATCH` rows)."""
         while True:
             rows = self._conn.execute(
-                "SELECT id, sample_id, sample_epoch, event_id, data FROM events "
-                "WHERE id > ? ORDER BY id LIMIT ?", (self._last_id, TAIL_BATCH)).fetchall()
-            moved = self._moved
+                f"SELECT id, {columns} FROM {table} WHERE id > ? ORDER BY id LIMIT ?",
+                (after, TAIL_BATCH)).fetchall()
+            if rows:
+                yield rows
+                after = int(rows[-1][0])
+            if len(rows) < TAIL_BATCH:
+                return
+
+    def _tail(self) -> None:
+        moved = self._moved
+        views = self._views
+        for rows in self._rows_after("events", "sample_id, sample_epoch, event_id, data",
+                                     self._last_id):
             for _rid, sid, epoch, uuid, data in rows:
                 key = (str(sid), int(epoch))
                 moved.add(key)
-                view = self._views.get(key)
+                view = views.get(key)
                 if view is not None:
                     view.add(uuid, data)
-            if rows:
-                self._last_id = int(rows[-1][0])
-            if len(rows) < TAIL_BATCH:
-                break
+            self._last_id = int(rows[-1][0])
         if self._tail_pool:
             self._tail_pool_rows()
         if self._tail_attachments:
@@ -379,10 +395,8 @@ class SampleBufferReader:
         """New message-pool rows of tracked samples whose pool list is complete: a
         sample's rows have increasing ids, so each extends the list in pool order."""
         views = self._views
-        while True:
-            rows = self._conn.execute(
-                "SELECT id, sample_id, sample_epoch, data FROM message_pool "
-                "WHERE id > ? ORDER BY id LIMIT ?", (self._last_pool, TAIL_BATCH)).fetchall()
+        for rows in self._rows_after("message_pool", "sample_id, sample_epoch, data",
+                                     self._last_pool):
             for rid, sid, epoch, data in rows:
                 view = views.get((str(sid), int(epoch)))
                 if view is not None and view.pool_synced and (
@@ -391,26 +405,18 @@ class SampleBufferReader:
                     view.pool_rows[rid] = data
                     if len(view.pool_rows) > POOL_KEEP:
                         del view.pool_rows[next(iter(view.pool_rows))]
-            if rows:
-                self._last_pool = int(rows[-1][0])
-            if len(rows) < TAIL_BATCH:
-                return
+            self._last_pool = int(rows[-1][0])
 
     def _tail_attachment_rows(self) -> None:
         """New attachments of tracked samples, kept until the next reads name them."""
         views = self._views
-        while True:
-            rows = self._conn.execute(
-                "SELECT id, sample_id, sample_epoch, hash, content FROM attachments "
-                "WHERE id > ? ORDER BY id LIMIT ?", (self._last_att, TAIL_BATCH)).fetchall()
+        for rows in self._rows_after("attachments", "sample_id, sample_epoch, hash, content",
+                                     self._last_att):
             for _rid, sid, epoch, digest, content in rows:
                 view = views.get((str(sid), int(epoch)))
                 if view is not None:
                     view.tailed[digest] = content
-            if rows:
-                self._last_att = int(rows[-1][0])
-            if len(rows) < TAIL_BATCH:
-                return
+            self._last_att = int(rows[-1][0])
 
     def max_id(self) -> int:
         """The newest row id now (a read vouched for by the control channel records it)."""
@@ -685,8 +691,8 @@ class SampleBufferReader:
             if ATTACHMENT_PROTOCOL in blob:
                 refs |= find_refs(blob)
         if not refs:
-            if view is not None and (view.tailed or view.tailed_before):
-                view.tailed_before, view.tailed = view.tailed, {}
+            if view is not None:
+                view.rotate_tailed()
             return None
         refs |= {r[:32] for r in refs if len(r) > 32}  # a hash run into following text
         got: dict[str, str] = {}
@@ -702,8 +708,7 @@ class SampleBufferReader:
                 f"sample_epoch = ? AND hash IN ({marks})", (key[0], key[1], *missing)))
         if view is not None:
             view.attached = got
-            view.tailed_before = {h: c for h, c in view.tailed.items() if h not in got}
-            view.tailed = {}
+            view.rotate_tailed(got)
         return got
 
 
