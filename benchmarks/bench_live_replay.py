@@ -2,6 +2,7 @@
 
     python benchmarks/bench_live_replay.py [--samples 125] [--epochs 1] [--turn-delay 0]
                                            [--poll 1] [--engine source|compiled]
+                                           [--account] [--profile FILE]
 
 The shared corpus's 375 SWE-bench runs (``mswe-gemini3pro-swebench-replay.eval``: real
 model turns and real tool outputs, several KB each) are re-enacted by a real Inspect
@@ -218,6 +219,10 @@ def main() -> None:
     ap.add_argument("--profile", metavar="FILE",
                     help="sample the live watcher with py-spy (threads holding the GIL) into "
                          "FILE, collapsed stacks; py-spy must be installed, its CPU counts")
+    ap.add_argument("--account", action="store_true",
+                    help="print thread CPU per component, live beside post hoc "
+                         "(benchmarks/account_probe.py wraps the watcher's methods: the "
+                         "CPU figures of such a run carry the wrapping's cost)")
     ap.add_argument("--profile-rate", type=int, default=100, metavar="HZ",
                     help="py-spy samples per second (with --profile)")
     ap.add_argument("--profile-all", action="store_true",
@@ -229,7 +234,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.save:
         name = (f"live_replay-{args.samples}x{args.epochs}-delay{args.turn_delay:g}"
-                f"-poll{args.poll:g}-{args.engine}.txt")
+                f"-poll{args.poll:g}-{args.engine}{'-accounted' if args.account else ''}.txt")
         _tee(REPO / "benchmarks" / "results" / name)
     banner("bench_live_replay")
     work = tmpdir("bench-replay-")
@@ -259,6 +264,17 @@ def main() -> None:
     if compiled is not None:  # beside no sources, so the compiled tree is imported
         wenv["PYTHONPATH"] = compiled
         cwd = str(work)
+    account = work / "account.jsonl"
+    if args.account:  # the watcher processes' sitecustomize, first on their path
+        probe = work / "account"
+        probe.mkdir()
+        here = Path(__file__).resolve().parent
+        (probe / "account_probe.py").write_text((here / "account_probe.py").read_text())
+        (probe / "sitecustomize.py").write_text("import account_probe\n"
+                                                "account_probe.install()\n")
+        wenv["PYTHONPATH"] = os.pathsep.join(
+            [str(probe)] + ([wenv["PYTHONPATH"]] if wenv.get("PYTHONPATH") else []))
+        wenv["IW_ACCOUNT"] = str(account)
     t0 = time.perf_counter()
     t_start = time.time()  # wall clock, as event timestamps are
     proc = subprocess.Popen(
@@ -364,6 +380,14 @@ def main() -> None:
     gaps = [n for n in notices if n.get("kind") == "notice"
             and n.get("notice") in ("gap", "unreadable", "sample_abandoned")]
     print(f"live notices of unread events: {len(gaps)}")
+    if args.account:
+        from account_probe import table
+
+        runs = [json.loads(x) for x in account.read_text().splitlines()]
+        live_run = next(r for r in runs if "--log-dir" not in r["argv"])
+        post_run = next(r for r in runs if "--log-dir" in r["argv"])
+        print("\nwhere the CPU went (accounted: the figures above include the wrapping)")
+        print(table(live_run, post_run))
     print(f"(work dir {work})")
     rev = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
                          capture_output=True, text=True).stdout.strip()
