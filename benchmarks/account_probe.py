@@ -24,6 +24,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 # (module, class, method, label): the components of a watch, live and post hoc
@@ -49,6 +50,22 @@ stats: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
 missing: list[str] = []
 
 
+def probe_dir(directory: Path) -> Path:
+    """``directory`` made into the watcher's ``sitecustomize`` (this module beside one
+    that installs it): put it first on the watcher processes' ``PYTHONPATH``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "account_probe.py").write_text(Path(__file__).read_text())
+    (directory / "sitecustomize.py").write_text("import account_probe\n"
+                                                "account_probe.install()\n")
+    return directory
+
+
+def _add(label: str, seconds: float) -> None:
+    s = stats[label]
+    s[0] += 1
+    s[1] += seconds
+
+
 def _wrap(cls: Any, name: str, label: str) -> None:
     orig = getattr(cls, name)
 
@@ -58,9 +75,7 @@ def _wrap(cls: Any, name: str, label: str) -> None:
         try:
             return orig(*a, **k)
         finally:
-            s = stats[label]
-            s[0] += 1
-            s[1] += time.thread_time() - t
+            _add(label, time.thread_time() - t)
 
     setattr(cls, name, timed)
 
@@ -78,9 +93,7 @@ class _FeedTimer:
         try:
             return self._w.feed(e)
         finally:
-            s = stats[f"    engine feed: {e.get('type')} events"]
-            s[0] += 1
-            s[1] += time.thread_time() - t
+            _add(f"    engine feed: {e.get('type')} events", time.thread_time() - t)
 
     def __getattr__(self, k: str) -> Any:
         return getattr(self._w, k)
@@ -106,9 +119,7 @@ def _install() -> None:
         try:
             run(self)
         finally:
-            s = stats[f"thread: {self.name.split('-')[0].split('_')[0]}"]
-            s[0] += 1
-            s[1] += time.thread_time()
+            _add(f"thread: {self.name.split('-')[0].split('_')[0]}", time.thread_time())
 
     threading.Thread.run = counted  # type: ignore[method-assign]
     started: list[float] = []
@@ -117,17 +128,13 @@ def _install() -> None:
         if phase == "start":
             started[:] = [time.perf_counter()]
         elif started:
-            s = stats[f"gc: generation {info['generation']}"]
-            s[0] += 1
-            s[1] += time.perf_counter() - started[0]
+            _add(f"gc: generation {info['generation']}", time.perf_counter() - started[0])
 
     gc.callbacks.append(collected)
 
 
 def _dump(out: str) -> None:
-    s = stats["thread: main"]
-    s[0] += 1
-    s[1] += time.thread_time()
+    _add("thread: main", time.thread_time())
     with open(out, "a", encoding="utf-8") as fh:
         fh.write(json.dumps({"argv": sys.argv[1:], "cpu": time.process_time(),
                              "stats": stats, "missing": missing}) + "\n")

@@ -266,12 +266,9 @@ def main() -> None:
         cwd = str(work)
     account = work / "account.jsonl"
     if args.account:  # the watcher processes' sitecustomize, first on their path
-        probe = work / "account"
-        probe.mkdir()
-        here = Path(__file__).resolve().parent
-        (probe / "account_probe.py").write_text((here / "account_probe.py").read_text())
-        (probe / "sitecustomize.py").write_text("import account_probe\n"
-                                                "account_probe.install()\n")
+        from account_probe import probe_dir
+
+        probe = probe_dir(work / "account")
         wenv["PYTHONPATH"] = os.pathsep.join(
             [str(probe)] + ([wenv["PYTHONPATH"]] if wenv.get("PYTHONPATH") else []))
         wenv["IW_ACCOUNT"] = str(account)

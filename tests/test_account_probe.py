@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,16 +34,11 @@ def test_every_accounted_method_exists() -> None:
 def test_installed_probe_counts_calls_and_writes_its_line(tmp_path: Path) -> None:
     """As the watcher's sitecustomize: wrapped calls are counted, one line at exit."""
     out = tmp_path / "account.jsonl"
-    probe_dir = tmp_path / "probe"
-    probe_dir.mkdir()
-    (probe_dir / "account_probe.py").write_text(
-        (REPO / "benchmarks" / "account_probe.py").read_text())
-    (probe_dir / "sitecustomize.py").write_text("import account_probe\n"
-                                                "account_probe.install()\n")
+    probe_dir = _probe().probe_dir(tmp_path / "probe")  # as bench_live_replay does
     # a call that fails is counted too (the wrapper times it in a ``finally``)
     code = ("from watcher.run.router import Router\n"
             "try:\n    Router.flush(None)\nexcept AttributeError:\n    pass\n")
-    env = {"PYTHONPATH": f"{probe_dir}:{REPO}", "IW_ACCOUNT": str(out),
+    env = {"PYTHONPATH": os.pathsep.join([str(probe_dir), str(REPO)]), "IW_ACCOUNT": str(out),
            "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
     [line] = out.read_text().splitlines()
