@@ -39,7 +39,8 @@ content tier: there only a text shorter than the width is known whole
 (:func:`is_cut`).
 
 Any other field the server sent passes through untouched, and so do event types
-we do not know. Text fields are agent-controlled: treat them as untrusted.
+we do not know. An event normalised already (it carries ``whole``: a source made it
+from a raw event itself, ``sources/project.py``) is returned as it is. Text fields are agent-controlled: treat them as untrusted.
 """
 
 from __future__ import annotations
@@ -142,6 +143,8 @@ def normalise(raw: dict[str, Any], tier: Tier = "content") -> Event:
     server would at the ``content`` tier and kept whole at ``full``. The raw
     form stays available under ``raw`` at the ``full`` tier.
     """
+    if type(raw.get(WHOLE)) is dict:
+        return raw  # normalised already, by a source that projects raw events itself
     # ``event`` first: raw tool/sample_limit events carry their own ``type`` field
     # (``"function"``, ``"message"`` …), which is not the event type.
     etype = str(raw.get("event") or raw.get("type") or "unknown")

@@ -61,11 +61,11 @@ from watcher.sources.logfiles.listing import (
 )
 from watcher.sources.logfiles.samples import (
     ParsedSample,
-    light,
     parse_sample,
     parse_sample_json,
     resolved,
 )
+from watcher.sources.project import project
 
 # how long a log's stamp (size, mtime) stands before it is taken again (LogSource._stamp)
 STAMP_FRESH = 0.25
@@ -359,7 +359,8 @@ class LogSource(Source):
                     before = budget.exceeded
                     out.append(resolved(e, parsed.attachments, unknown, budget)
                                if tier == "full" else
-                               light(e, parsed.pool, parsed.attachments, unknown, budget))
+                               project(e, tier, parsed.pool, parsed.attachments, unknown,
+                                       budget))
                     cut += budget.exceeded > before
         except Exception as ex:  # attachments of the wrong type, and the like
             raise BadResponse(f"{task.log_location}: unreadable sample {sample_id}/{epoch}: "
