@@ -52,7 +52,7 @@ COMPILED = [
     "watcher/events.py",
     "watcher/stream.py",
     # ... and a logged or buffered model or tool event is made that event in one pass
-    "watcher/sources/project.py",
+    "watcher/sources/logfiles/project.py",
 ]
 # the engine's other modules stay interpreted on purpose: they run once per rule set
 # (loading, validating, the registry and declarations, the JSON Schema), and scan.py's

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.test_stream_live import _source, log_events, watch_all
-from watcher.events import PROMPT_KEY, normalise
+from watcher.events import normalise
 from watcher.sources.base import (
     EventPage,
     SampleListing,
@@ -223,6 +223,11 @@ def _next_page(src: BufferedSource, task: TaskInfo, since: str | None) -> EventP
             return got
 
 
+def _prompt(event: dict[str, Any]) -> tuple[Any, Any]:
+    """What a served model event says prompted it (role, text)."""
+    return event.get("prompt_role"), event.get("prompt")
+
+
 def test_attachments_are_resolved(setup: Any) -> None:
     """And those a read fetched serve the sample's next read too (a tool's output, then
     the prompt quoting it): an attachment is named by its content's hash, so the kept
@@ -239,7 +244,7 @@ def test_attachments_are_resolved(setup: Any) -> None:
     buf.db.execute("DELETE FROM attachments")  # no query could find it now
     buf.event("c", arguments={"cmd": f"echo attachment://{key}"})
     page = _next_page(src, task, page.next)
-    assert page.events[0]["arguments"] == {"cmd": "echo the whole output"}
+    assert page.events[0]["args"] == {"cmd": "echo the whole output"}
 
 
 def test_prompts_and_attachments_come_with_the_tail(setup: Any) -> None:
@@ -261,7 +266,7 @@ def test_prompts_and_attachments_come_with_the_tail(setup: Any) -> None:
     buf.event("m1", "model", input=[], input_refs=[[0, 1]],
               output={"completion": "ok", "choices": []})
     page = _next_page(src, task, page.next)  # the pool list is read once, from its start
-    assert page.events[0][PROMPT_KEY] == {"role": "user", "content": "fix the bug"}
+    assert _prompt(page.events[0]) == ("user", "fix the bug")
 
     reader = src._readers[task.eval_id]
     asked: list[str] = []
@@ -277,7 +282,7 @@ def test_prompts_and_attachments_come_with_the_tail(setup: Any) -> None:
     page = _next_page(src, task, page.next)
     assert [e["uuid"] for e in page.events] == ["t", "m2"]
     assert page.events[0]["result"] == "FAILED test_x"
-    assert page.events[1][PROMPT_KEY] == {"role": "tool", "content": "FAILED test_x"}
+    assert _prompt(page.events[1]) == ("tool", "FAILED test_x")
     tailed = [q for q in asked if "WHERE id >" in q]
     assert any("FROM message_pool" in q for q in tailed), asked  # the tail ran ...
     per_read = [q for q in asked if ("FROM attachments" in q or "FROM message_pool" in q)
@@ -290,13 +295,13 @@ def test_prompts_and_attachments_come_with_the_tail(setup: Any) -> None:
     buf.event("m3", "model", input=[], input_refs=[[0, 3]],
               output={"completion": "and again", "choices": []})
     page = _next_page(src, task, page.next)
-    assert page.events[0][PROMPT_KEY] == {"role": "tool", "content": "FAILED test_x"}
+    assert _prompt(page.events[0]) == ("tool", "FAILED test_x")
 
 
 def test_a_model_event_is_served_as_the_log_source_projects_it(setup: Any) -> None:
-    """The buffer serves the content tier's projection (samples.light), as a log scan
-    does: what a rule reads resolved, whatever the attachment's text holds, and no raw
-    API call or tool list (they are never read below the full tier)."""
+    """The buffer serves the content tier's event (sources/logfiles/project.py), as a log
+    scan does: what a rule reads resolved, whatever the attachment's text holds, and no
+    raw API call or tool list (they are never read below the full tier)."""
     buf, _, src, task = setup
     buf.event("a")
     page = _read(src, task, None)
@@ -311,12 +316,10 @@ def test_a_model_event_is_served_as_the_log_source_projects_it(setup: Any) -> No
                   {"message": {"role": "assistant", "content": f"see {ref}!"},
                    "stop_reason": "stop"}]})
     (event,) = _next_page(src, task, page.next).events
-    assert event["output"]["completion"] == text
-    assert event["output"]["choices"][0]["message"]["content"] == f"see {text}!"
-    assert event[PROMPT_KEY] == {"role": "user", "content": text}
+    assert event["completion"] == text  # (the output's completion, before its message)
+    assert _prompt(event) == ("user", text)
     assert "call" not in event and "tools" not in event and "input" not in event
-    norm = normalise(event, "content")
-    assert norm["completion"] == text and norm["prompt"] == text
+    assert normalise(event, "content") is event  # made once, in the source
 
 
 @pytest.mark.parametrize("change", ["logged", "rows replaced", "second sample_init",

@@ -264,7 +264,9 @@ def test_the_expansion_limit_holds_for_the_whole_sample_not_each_event(
     added, since, done = 0, None, False
     while not done:  # page by page, as a watch reads it
         page = src.events(task, "bad", 1, since=since, types=None, tier="content", limit=7)
-        added += sum(json.dumps(e).count("y" * 100_000) for e in page.events) * 100_000
+        # what was resolved: each tool event's arguments (its ``whole`` text is a copy)
+        added += sum(json.dumps(e["args"]).count("y" * 100_000)
+                     for e in page.events) * 100_000
         since, done = page.next, page.done
     assert 0 < added <= 1024 * 1024
     result, sink = scan(engine, tmp_path)

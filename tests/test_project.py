@@ -1,4 +1,4 @@
-"""sources/project.py makes, in one pass, the event ``normalise(light(e))`` makes in two.
+"""sources/logfiles/project.py makes, in one pass, the event ``normalise(light(e))`` makes in two.
 
 Checked over every model and tool event of the shared corpus's logs (real agents' runs,
 older formats and ``attachment://`` references included) and over shapes the corpus
@@ -16,8 +16,8 @@ import zipfile_zstd  # noqa: F401  (the .eval zips are zstd-compressed)
 
 from tests.corpus import CORPUS
 from watcher.events import WHOLE, normalise
+from watcher.sources.logfiles.project import project
 from watcher.sources.logfiles.samples import light, light_prompt, parse_sample_json
-from watcher.sources.project import project
 
 LOGS = sorted(CORPUS.glob("*.eval"))
 

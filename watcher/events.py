@@ -40,7 +40,8 @@ content tier: there only a text shorter than the width is known whole
 
 Any other field the server sent passes through untouched, and so do event types
 we do not know. An event normalised already (it carries ``whole``: a source made it
-from a raw event itself, ``sources/project.py``) is returned as it is. Text fields are agent-controlled: treat them as untrusted.
+from a raw event itself, ``sources/logfiles/project.py``) is returned as it is.
+Text fields are agent-controlled: treat them as untrusted.
 """
 
 from __future__ import annotations

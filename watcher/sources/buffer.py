@@ -31,7 +31,7 @@ model inputs into pools this reader does not rebuild). Below it, a model event k
 only the last message of its input (what the model was answering: a tool's result,
 the harness's continue message, a user's reply), looked up in the sample's
 ``message_pool`` and attached as ``events.PROMPT_KEY``, and each event is projected
-for the content tier as the log source projects it (``logfiles.samples.light``).
+for the content tier as the log source projects it (``sources/logfiles/project.py``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from watcher.sources.base import (
     decode_cursor,
     encode_cursor,
 )
-from watcher.sources.logfiles.samples import light, light_prompt
+from watcher.sources.logfiles.project import project
 
 TAIL_INTERVAL = 0.2  # seconds: reads within this of the last tail reuse it
 TAIL_BATCH = 5000  # rows per tail query
@@ -503,7 +503,8 @@ class SampleBufferReader:
         return row is not None
 
     def read(self, sample_id: str, epoch: int, offset: int, limit: int, vouch: Vouch,
-             types: frozenset[str] | None = None) -> BufferPage | None:
+             types: frozenset[str] | None = None, tier: Tier = "content",
+             ) -> BufferPage | None:
         """Events ``[offset, offset + limit)`` of a sample still in the buffer: those of
         ``types`` decoded (the others only counted: half a transcript's rows are spans,
         and decoding what no rule reads was a fifth of a read), and whether they are its
@@ -584,13 +585,12 @@ class SampleBufferReader:
             if not isinstance(event, dict):
                 out.append(event)
                 continue
-            event = light(event, None, att, unknown)
             prompt = prompts.get(i)
-            if prompt is not None:
-                message = _loads(prompt)
-                if isinstance(message, dict):
-                    event[PROMPT_KEY] = light_prompt(message, att, unknown)
-            out.append(event)
+            message = _loads(prompt) if prompt is not None else None
+            # made as the log source makes it (sources/logfiles/project.py: the normalised event
+            # where it can, in one pass), the pool row's prompt standing in for its own
+            out.append(project(event, tier, None, att, unknown, None,
+                               message if isinstance(message, dict) else None))
         if final and any(isinstance(e, dict) and e.get("pending") for e in out):
             return None  # a finished sample with an event never completed: Inspect's own
         return BufferPage(out, rows, last)
@@ -873,13 +873,14 @@ class BufferedSource(Source):
             got = None
             if vouched is not None and vouched.nonce == nonce:
                 try:
-                    got = reader.read(sample_id, epoch, offset, limit, vouched, types)
+                    got = reader.read(sample_id, epoch, offset, limit, vouched, types,
+                                      tier)
                 except (sqlite3.Error, ValueError) as exc:
                     self._drop(task, exc)
             if got is not None:
                 return self._served(task, reader, sample_id, epoch, nonce, offset, got, types)
         if since is None and vouched is None and reader is not None:
-            first = self._first_page(task, reader, sample_id, epoch, limit, types)
+            first = self._first_page(task, reader, sample_id, epoch, limit, types, tier)
             if first is not None:
                 return first
         mark = 0
@@ -930,8 +931,8 @@ class BufferedSource(Source):
         return page
 
     def _first_page(self, task: TaskInfo, reader: SampleBufferReader, sample_id: str,
-                    epoch: int, limit: int,
-                    types: frozenset[str] | None) -> EventPage | None:
+                    epoch: int, limit: int, types: frozenset[str] | None,
+                    tier: Tier = "content") -> EventPage | None:
         """A sample's first page from the buffer, under the nonce its summary
         row gives, once the control channel confirmed that derivation for this task:
         asking the eval for each sample's first page made a fleet of 1,125 samples wait
@@ -944,7 +945,7 @@ class BufferedSource(Source):
             if nonce is None:
                 return None
             vouch = Vouch(nonce, reader.max_id(), 0, 0, (), types, checked=True)
-            got = reader.read(sample_id, epoch, 0, limit, vouch, types)
+            got = reader.read(sample_id, epoch, 0, limit, vouch, types, tier)
         except (sqlite3.Error, ValueError) as exc:
             self._drop(task, exc)
             return None

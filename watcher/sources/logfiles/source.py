@@ -59,13 +59,13 @@ from watcher.sources.logfiles.listing import (
     shard_set_logs,
     stat_log,
 )
+from watcher.sources.logfiles.project import project
 from watcher.sources.logfiles.samples import (
     ParsedSample,
     parse_sample,
     parse_sample_json,
     resolved,
 )
-from watcher.sources.project import project
 
 # how long a log's stamp (size, mtime) stands before it is taken again (LogSource._stamp)
 STAMP_FRESH = 0.25
