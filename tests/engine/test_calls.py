@@ -60,6 +60,10 @@ def test_changing_shell_lines_are_writes(cmd: str) -> None:
     ("", ([], "")),
     ("ls \x0b", (None, "")),  # a blank the shell does not take as one: does not parse
     ("grep 'open  ", (None, "")),
+    # runs of plain characters and quoted strings are one word, escapes and all
+    ('echo "a \\" b"x\\ y \'c d\'e', ([["echo", '"a \\" b"x\\ y', "'c d'e"]], "")),
+    ('echo "' + "a b " * 2000 + "\\", (None, "")),  # never closed: does not parse
+    ("a>b", ([["a"]], "> b")),
 ])
 def test_lines_split_into_simple_commands(line: str, split: Any) -> None:
     """Blanks anywhere (before a token, at either end, inside a quote kept) split alike."""
