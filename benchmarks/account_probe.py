@@ -44,6 +44,16 @@ METHODS = [
     ("watcher.run.router", "Router", "route", "router route (main thread)"),
     ("watcher.run.router", "Router", "flush", "router flush (main thread)"),
     ("watcher.run.sources", "SourcePicker", "discover", "discovery (main thread)"),
+    # the buffer reader's statements, within its reads (the tail: within the reads that
+    # start a view or end a sample, and within "buffer tail (moved)")
+    ("watcher.sources.buffer", "SampleBufferReader", "_tail", "    reader: tail new rows"),
+    ("watcher.sources.buffer", "SampleBufferReader", "_still_there",
+     "    reader: rows not replaced"),
+    ("watcher.sources.buffer", "SampleBufferReader", "_status", "    reader: sample status"),
+    ("watcher.sources.buffer", "SampleBufferReader", "_prompts", "    reader: prompts"),
+    ("watcher.sources.buffer", "SampleBufferReader", "_attachments",
+     "    reader: attachments"),
+    ("watcher.sources.buffer", "SampleBufferReader", "_load", "    reader: view loaded"),
 ]
 
 stats: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
