@@ -72,6 +72,19 @@ def test_backtracking_shapes_are_rejected(pattern: str) -> None:
     assert errors[0].code == "W107"
 
 
+@pytest.mark.parametrize("pattern", [
+    # what Python's parser accepts and only compiling refuses, and what parsing refuses
+    r"(?<=a+)b", r"(?<=a|bc)d", r"a{2,1}", r"(?P<x>a)(?P<x>b)", r"\8",
+])
+def test_what_python_cannot_compile_is_a_bad_regex(pattern: str) -> None:
+    errors: list = []
+    assert compile_regex(pattern, ctx(errors), ()) is None
+    assert errors[0].code == "W106"
+    # a regex's parse is remembered for the process: a second load says the same
+    again: list = []
+    assert compile_regex(pattern, ctx(again), ()) is None and again[0].code == "W106"
+
+
 def test_template_renders_only_named_facts() -> None:
     errors: list = []
     t = compile_template("{tool} x{count} {{literal}} {excerpt}", ctx(errors), (),

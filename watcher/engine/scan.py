@@ -24,11 +24,11 @@ from __future__ import annotations
 import re
 import threading
 from re import _constants as _c  # type: ignore[attr-defined]
-from re import _parser as _p  # type: ignore[attr-defined]
 from typing import Any
 
 import re2 as _re2  # google-re2
 
+from watcher.engine.rx import parse_regex
 from watcher.engine.scanmatch import text_hits
 
 # Python's whitespace within ASCII (str.isspace): RE2's \s lacks \v and \x1c-\x1f
@@ -58,7 +58,7 @@ def prefilter_pattern(pattern: str, flags: int = 0, *, ascii_text: bool = True) 
     without, for any text. Raises :class:`Untranslatable` for unknown constructs.
     """
     try:
-        parsed = _p.parse(pattern, flags)
+        parsed = parse_regex(pattern, flags)
     except (re.error, RecursionError, ValueError) as exc:
         raise Untranslatable(str(exc)) from exc
     f = parsed.state.flags

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from re import _constants as _sre_c  # type: ignore[attr-defined]
-from re import _parser as _sre_p  # type: ignore[attr-defined]
 from typing import Any
 
 from watcher.engine.calls import (
@@ -26,7 +25,7 @@ from watcher.engine.calls import (
 from watcher.engine.errors import BadValueError, MissingFieldError
 from watcher.engine.lang.ctx import Ctx, did_you_mean
 from watcher.engine.lang.regex import compile_regex, required_literals
-from watcher.engine.rx import Pattern
+from watcher.engine.rx import Pattern, parse_regex
 from watcher.engine.shell import EFFECTS, ShellWords, SqlWords
 from watcher.engine.yamlsrc import Path_
 
@@ -264,7 +263,7 @@ def _starts(p: Pattern) -> frozenset[str] | None:
     and a case-insensitive pattern is not)."""
     c = _sre_c
     try:
-        parsed = _sre_p.parse(p.pattern, p.flags)
+        parsed = parse_regex(p.pattern, p.flags)
     except (re.error, RecursionError, ValueError):
         return None
     if parsed.state.flags & c.SRE_FLAG_IGNORECASE:

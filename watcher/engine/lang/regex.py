@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from re import _compiler as _sre_compiler  # type: ignore[attr-defined]
 from re import _constants as _sre_c  # type: ignore[attr-defined]
-from re import _parser as _sre_p  # type: ignore[attr-defined]
 from typing import Any
 
 from watcher.engine.errors import BadRegexError, CatastrophicRegexError, UnsupportedRegexError
 from watcher.engine.lang.ctx import Ctx
-from watcher.engine.rx import Pattern, Unsupported, alternation
+from watcher.engine.rx import Pattern, Unsupported, alternation, parse_regex
 from watcher.engine.yamlsrc import Path_
 
 Search = Callable[[str], Any]
@@ -125,8 +125,9 @@ def compile_regex(pattern: Any, ctx: Ctx, path: Path_, flags: int = 0) -> Patter
     if not ctx.expect(pattern, str, path, "regex"):
         return None
     try:
-        re.compile(pattern, flags)
-        danger = _danger(_sre_p.parse(pattern, flags), False)
+        tree = parse_regex(pattern, flags)
+        _sre_compiler.compile(tree, flags)  # what only compiling finds (a look-behind's width)
+        danger = _danger(tree, False)
         compiled = Pattern(pattern, flags) if not danger else None
     except re.error as exc:
         ctx.error(BadRegexError, path, f"invalid regex: {exc}",
@@ -212,7 +213,7 @@ def required_clauses(pattern: str, *, lowered: bool = False,
     """
     c = _sre_c
     try:
-        parsed = _sre_p.parse(pattern)
+        parsed = parse_regex(pattern, 0)
     except (re.error, RecursionError, ValueError):
         return ()
     if parsed.state.flags & c.SRE_FLAG_VERBOSE:
