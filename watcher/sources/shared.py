@@ -516,7 +516,8 @@ class SharedLogSource(Source):
                   types: frozenset[str] | None, tier: Tier, limit: int) -> EventPage:
         """A page from the log; a cursor the buffer issued for the same attempt continues
         at the log's place of the last event it read."""
-        parsed = self.logs.parsed_sample(task, key[1], key[2], full=tier == "full")
+        parsed = self.logs.parsed_sample(task, key[1], key[2], full=tier == "full",
+                                         types=types if tier == "content" else None)
         mine = attempt_nonce(parsed.nonce.rsplit(":", 1)[0],
                              str(parsed.events[0].get("uuid")) if parsed.events else None)
         nonce, offset = decode_cursor(since)

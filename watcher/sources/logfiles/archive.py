@@ -187,10 +187,13 @@ class EntryTooLarge(LimitExceeded):
                          "raises it); not read")
 
 
-def read_eval_zip_sample(location: str, sid: Any, epoch: int, limit: float | None = None,
-                         stamp: tuple[Any, Any] | None = None) -> dict[str, Any] | None:
-    """A local ``.eval`` sample's stored JSON, or ``None`` (then Inspect's reader is used)."""
-    data = zip_json(location, f"samples/{sid}_epoch_{epoch}.json", limit, stamp)
+def sample_entry(sid: Any, epoch: int) -> str:
+    """The name of a sample's entry in an ``.eval`` zip."""
+    return f"samples/{sid}_epoch_{epoch}.json"
+
+
+def sample_json(data: Any) -> dict[str, Any] | None:
+    """A decoded sample entry, if it is one this reader takes (else Inspect's reader)."""
     if not isinstance(data, dict) or not isinstance(data.get("events"), list):
         return None
     return data
@@ -206,6 +209,19 @@ def zip_json(location: str, name: str, limit: float | None = None,
     entry larger than ``limit`` (default :data:`~watcher.limits.LOG_ENTRY_SIZE`)
     raises :class:`EntryTooLarge`: Inspect's reader would inflate it whole.
     """
+    blob = zip_bytes(location, name, limit, stamp)
+    if blob is None:
+        return None
+    try:
+        return loads(blob)
+    except ValueError:
+        return None
+
+
+def zip_bytes(location: str, name: str, limit: float | None = None,
+              stamp: tuple[Any, Any] | None = None) -> bytes | None:
+    """The bytes of an entry of a local ``.eval`` zip, or ``None`` (as :func:`zip_json`;
+    over ``limit``, :class:`EntryTooLarge`)."""
     path = local_path(location)
     if path is None or not path.endswith(".eval"):
         return None
@@ -218,7 +234,7 @@ def zip_json(location: str, name: str, limit: float | None = None,
             import zipfile_zstd  # noqa: F401  (registers zstd with zipfile)
         except ImportError:
             pass
-        return loads(open_zip(path, stamp).read(name, limit))
+        return open_zip(path, stamp).read(name, limit)
     except (OSError, KeyError, ValueError, NotImplementedError, RuntimeError,
             zipfile.BadZipFile):
         return None

@@ -46,7 +46,7 @@ def project(e: dict[str, Any], tier: Tier, pool: list[Any] | None,
     found = unknown if unknown is not None else set()
     att = attachments or {}
     etype = e.get("event")
-    if tier != "content" or not _plain(e, etype):
+    if tier != "content" or not plain_event(e, etype):
         out = light(e, pool, att, found, budget)
         if prompt is not None:
             out[PROMPT_KEY] = light_prompt(prompt, att, found)
@@ -68,7 +68,7 @@ def project(e: dict[str, Any], tier: Tier, pool: list[Any] | None,
     return out
 
 
-def _plain(e: dict[str, Any], etype: Any) -> bool:
+def plain_event(e: dict[str, Any], etype: Any) -> bool:
     """Whether ``normalise`` would read ``light(e)`` as a raw model or tool event, and
     nothing in ``e`` stands where ``light`` would put its own keys."""
     if "has_error" in e or PROMPT_KEY in e:

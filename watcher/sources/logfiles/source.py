@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from orjson import loads
+
 from watcher import limits
 from watcher.attachments import Expansion, resolve_attachments
 from watcher.events import Tier
@@ -42,7 +44,13 @@ from watcher.sources.base import (
     encode_cursor,
     sample_row,
 )
-from watcher.sources.logfiles.archive import read_eval_zip_sample, zip_entry_size, zip_json
+from watcher.sources.logfiles.archive import (
+    sample_entry,
+    sample_json,
+    zip_bytes,
+    zip_entry_size,
+    zip_json,
+)
 from watcher.sources.logfiles.header import (
     get_field,
     sample_counts,
@@ -50,6 +58,7 @@ from watcher.sources.logfiles.header import (
     task_from_header,
     task_from_log,
 )
+from watcher.sources.logfiles.lean import parse_sample_lean
 from watcher.sources.logfiles.listing import (
     LOG_SUFFIXES,
     UNKNOWN_STAMP,
@@ -67,6 +76,19 @@ from watcher.sources.logfiles.samples import (
     resolved,
 )
 
+
+def _json(blob: bytes) -> Any:
+    """A stored JSON document decoded, or ``None`` where orjson refuses it (NaN, huge
+    integers: Inspect's reader then reads the sample)."""
+    try:
+        return loads(blob)
+    except ValueError:
+        return None
+
+
+# the lean decode's refusals (with none served) after which a log is decoded whole
+LEAN_TRIES = 3
+
 # how long a log's stamp (size, mtime) stands before it is taken again (LogSource._stamp)
 STAMP_FRESH = 0.25
 
@@ -81,12 +103,28 @@ class _LogEntry:
     summaries: list[Any] | None = None
     ids: dict[tuple[str, int], Any] = field(default_factory=dict)
     fast: bool = False  # a current-format .eval: its stored JSON is read directly
+    # samples the lean decode served and refused (another type a rule reads was in
+    # them): a log whose samples it keeps refusing is decoded whole from then on
+    lean_served: int = 0
+    lean_refused: int = 0
+
+
+_SampleKey = tuple[str, str, int, bool, frozenset[str] | None]
 
 
 def _cache_key(task: TaskInfo, sample_id: str, epoch: int,
-               full: bool) -> tuple[str, str, int, bool]:
-    """A parsed sample's place in :attr:`LogSource._samples` (the log is the task's)."""
-    return (str(task.log_location), sample_id, epoch, full)
+               full: bool, types: frozenset[str] | None = None) -> _SampleKey:
+    """A parsed sample's place in :attr:`LogSource._samples` (the log is the task's):
+    the whole sample, or (below the full tier, for a set of ``types``) the lean one."""
+    return (str(task.log_location), sample_id, epoch, full, None if full else types)
+
+
+def _lean_types(types: frozenset[str] | None, tier: Tier) -> frozenset[str] | None:
+    """The event types a content-tier page reads, when they are named (a lean decode
+    serves them: ``lean.py``); ``None`` for every type or another tier."""
+    if tier != "content" or types is None or types & {"all", "*"}:
+        return None
+    return types
 
 
 class LogSource(Source):
@@ -119,7 +157,7 @@ class LogSource(Source):
         self._logs: dict[str, _LogEntry] = {}
         # each log's last stamp and when it was taken (monotonic): see _stamp
         self._stamps: dict[str, tuple[float, tuple[Any, Any] | None]] = {}
-        self._samples: OrderedDict[tuple[str, str, int, bool], ParsedSample] = OrderedDict()
+        self._samples: OrderedDict[_SampleKey, ParsedSample] = OrderedDict()
         self._json_logs: OrderedDict[str, Any] = OrderedDict()
         self._notices: list[SourceNotice] = []
         self.max_entry = limits.LOG_ENTRY_SIZE.value()
@@ -337,7 +375,9 @@ class LogSource(Source):
         filter applies after slicing, a cursor for another attempt restarts at 0.
         ``types=None`` (or a set holding ``"all"``/``"*"``) means every type.
         """
-        parsed = self._parsed(task, str(sample_id), int(epoch), full=tier == "full")
+        lean = _lean_types(types, tier)
+        parsed = self._parsed(task, str(sample_id), int(epoch), full=tier == "full",
+                              types=lean)
         nonce, offset = decode_cursor(since)
         if nonce != parsed.nonce:
             offset = 0
@@ -380,8 +420,8 @@ class LogSource(Source):
                 + ", ".join(sorted(unknown)[:5])))
         done = next_offset >= len(parsed.events)
         if done:  # read to its end: a scan moves on, and the cache would hold it for nothing
-            self._samples.pop(_cache_key(task, str(sample_id), int(epoch), tier == "full"),
-                              None)
+            self._samples.pop(_cache_key(task, str(sample_id), int(epoch), tier == "full",
+                                         lean), None)
         return EventPage(events=out, next=encode_cursor(parsed.nonce, next_offset), done=done)
 
     def has_sample(self, task: TaskInfo, sample_id: str, epoch: int) -> bool:
@@ -392,9 +432,13 @@ class LogSource(Source):
         return (str(sample_id), int(epoch)) in entry.ids
 
     def parsed_sample(self, task: TaskInfo, sample_id: str, epoch: int,
-                      full: bool = False) -> ParsedSample:
-        """The sample's unresolved events as :meth:`events` pages them (cached)."""
-        return self._parsed(task, str(sample_id), int(epoch), full=full)
+                      full: bool = False, types: frozenset[str] | None = None,
+                      ) -> ParsedSample:
+        """The sample's unresolved events as :meth:`events` pages them for ``types``
+        (cached; give the types and tier the pages will be read with, or the sample is
+        decoded twice)."""
+        return self._parsed(task, str(sample_id), int(epoch), full=full,
+                            types=None if full else _lean_types(types, "content"))
 
     def pop_notices(self) -> list[SourceNotice]:
         """Notices gathered since the last call: unreadable logs, unresolvable or
@@ -403,9 +447,11 @@ class LogSource(Source):
         return notices
 
     def _parsed(self, task: TaskInfo, sample_id: str, epoch: int,
-                full: bool = True) -> ParsedSample:
+                full: bool = True, types: frozenset[str] | None = None) -> ParsedSample:
+        """The sample as paged: Inspect's reader (``full``), the stored JSON decoded
+        whole, or for the content tier's ``types`` only what they read (lean.py)."""
         entry = self._entry_for(task, fresh=False)
-        key = _cache_key(task, sample_id, epoch, full)
+        key = _cache_key(task, sample_id, epoch, full, types)
         cached = self._samples.get(key)
         if cached is not None:
             self._samples.move_to_end(key)
@@ -416,11 +462,22 @@ class LogSource(Source):
         sid = entry.ids[(sample_id, epoch)]
         # below the full tier a model event's input and call are never read: the sample's
         # JSON straight from the .eval zip serves, without Inspect's (slow) validation
-        fast = (None if full else
-                read_eval_zip_sample(entry.location, sid, epoch, self.max_entry,
-                                     self._vouched(entry)))
+        blob = (None if full else
+                zip_bytes(entry.location, sample_entry(sid, epoch), self.max_entry,
+                          self._vouched(entry)))
         try:
-            if fast is not None:
+            tried = blob is not None and types is not None and (
+                entry.lean_refused < LEAN_TRIES or entry.lean_served > entry.lean_refused)
+            lean = parse_sample_lean(blob, epoch, types) if tried else None  # type: ignore[arg-type]
+            if tried:
+                if lean is None:
+                    entry.lean_refused += 1
+                else:
+                    entry.lean_served += 1
+            fast = sample_json(_json(blob)) if blob is not None and lean is None else None
+            if lean is not None:
+                parsed = lean
+            elif fast is not None:
                 parsed = parse_sample_json(fast, epoch)
             else:
                 parsed = parse_sample(self._read_sample(entry, sid, epoch), epoch)

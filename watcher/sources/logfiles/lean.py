@@ -1,0 +1,119 @@
+"""A logged sample's JSON decoded down to what the rules read, for the content tier.
+
+A scan decoded each sample whole with orjson and then read a dozen fields of its model
+and tool events. Most of the bytes are never read: the sample's ``messages`` (a second
+copy of the conversation), a model event's tool definitions, configuration and raw API
+call, ``state`` and ``store`` changes, spans. msgspec decodes the sample into typed
+records that name only what is read; everything else is skipped while parsing, never
+built (``benchmarks/bench_decode.py``: about half of orjson's CPU on the 375 SWE-bench
+runs).
+
+Exactness: a model or tool event is rebuilt as a dict of the fields it holds (a field
+absent stays absent, ``null`` stays ``None``), which is all
+:func:`~watcher.sources.logfiles.project.project` reads of an event it makes in one
+pass. Where it would take the general path instead (``light``, which copies every
+field) and where an event of another type a rule reads is present, the sample is
+decoded whole with orjson, as before: this module only ever answers with events equal
+to the whole decode's for every field that is read. Events of types no rule reads keep
+their type and uuid (paging counts them; a shared buffer's takeover matches uuids).
+
+This module is interpreted on purpose (mypyc does not compile msgspec records).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from watcher.events import PROMPT_KEY
+from watcher.sources.logfiles.project import plain_event
+from watcher.sources.logfiles.samples import ParsedSample, attempt_nonce
+
+# the event types decoded down to their fields here; every other type a rule reads
+# sends the sample to the whole decode
+LEAN_TYPES = frozenset({"model", "tool"})
+
+
+class _Event(msgspec.Struct, kw_only=True):
+    """What the content tier reads of a model or tool event (project.py), each field
+    ``UNSET`` when the event does not hold it; unknown fields are skipped."""
+
+    event: Any = UNSET
+    uuid: Any = UNSET
+    span_id: Any = UNSET
+    timestamp: Any = UNSET
+    completed: Any = UNSET
+    pending: Any = UNSET
+    error: Any = UNSET
+    # model
+    model: Any = UNSET
+    output: Any = UNSET
+    input: Any = UNSET
+    input_refs: Any = UNSET
+    # tool
+    id: Any = UNSET
+    function: Any = UNSET
+    arguments: Any = UNSET
+    result: Any = UNSET
+    # present only in events that project() does not make in one pass
+    has_error: Any = UNSET
+    prompt: Any = msgspec.field(default=UNSET, name=PROMPT_KEY)
+
+
+class _Sample(msgspec.Struct):
+    """The sample fields a scan reads (``messages``, ``output``, ``scores``... skipped)."""
+
+    events: list[_Event]
+    uuid: Any = None
+    id: Any = None
+    error_retries: Any = None
+    attachments: Any = None
+    events_data: Any = None
+
+
+_FIELDS: tuple[tuple[str, str], ...] = tuple(
+    (name, encoded) for name, encoded in zip(_Event.__struct_fields__,
+                                             _Event.__struct_encode_fields__, strict=True))
+_decode = msgspec.json.Decoder(_Sample).decode
+
+
+def parse_sample_lean(blob: bytes, epoch: int, types: frozenset[str]) -> ParsedSample | None:
+    """The sample in ``blob`` (its stored JSON) for pages of event ``types`` at the
+    content tier, or ``None`` when only the whole decode answers exactly (another type
+    ``types`` names is in it, an event ``project`` makes the general way, a shape the
+    records do not take)."""
+    try:
+        sample = _decode(blob)
+    except Exception:  # noqa: BLE001 - any refusal (a shape, nesting): the whole decode says
+        return None
+    others = types - LEAN_TYPES
+    events: list[dict[str, Any]] = []
+    append = events.append
+    for ev in sample.events:
+        etype = ev.event
+        if etype in LEAN_TYPES:
+            e: dict[str, Any] = {}
+            for name, key in _FIELDS:
+                value = getattr(ev, name)
+                if value is not UNSET:
+                    e[key] = value
+            if not plain_event(e, etype):
+                return None
+            append(e)
+        elif etype in others:
+            return None
+        else:  # not read: what paging and uuid matching need
+            stub: dict[str, Any] = {}
+            if etype is not UNSET:
+                stub["event"] = etype
+            if ev.uuid is not UNSET:
+                stub["uuid"] = ev.uuid
+            append(stub)
+    pools = sample.events_data
+    pool = pools.get("messages") if isinstance(pools, dict) else None
+    nonce = attempt_nonce(sample.uuid, sample.id, epoch, len(sample.error_retries or []))
+    return ParsedSample(nonce=nonce, events=events,
+                        attachments=dict(sample.attachments or {}),
+                        pool=pool if isinstance(pool, list) else [])
