@@ -5,17 +5,17 @@ and tool events. Most of the bytes are never read: the sample's ``messages`` (a 
 copy of the conversation), a model event's tool definitions, configuration and raw API
 call, ``state`` and ``store`` changes, spans. msgspec decodes the sample into typed
 records that name only what is read; everything else is skipped while parsing, never
-built (``benchmarks/bench_decode.py``: about half of orjson's CPU on the 375 SWE-bench
-runs).
+built (``benchmarks/bench_decode.py``: about two thirds of orjson's CPU on the 375
+SWE-bench runs, the dicts rebuilt).
 
 Exactness: a model or tool event is rebuilt as a dict of the fields it holds (a field
 absent stays absent, ``null`` stays ``None``), which is all
 :func:`~watcher.sources.logfiles.project.project` reads of an event it makes in one
-pass. Where it would take the general path instead (``light``, which copies every
-field) and where an event of another type a rule reads is present, the sample is
-decoded whole with orjson, as before: this module only ever answers with events equal
-to the whole decode's for every field that is read. Events of types no rule reads keep
-their type and uuid (paging counts them; a shared buffer's takeover matches uuids).
+pass. An event it would make the general way instead (``light``, which copies every
+field), and an event of another type a rule reads, is decoded whole from its own text,
+with orjson as before: this module only ever answers with events equal to the whole
+decode's for every field that is read. Events of types no rule reads keep their type
+and uuid (paging counts them; a shared buffer's takeover matches uuids).
 
 This module is interpreted on purpose (mypyc does not compile msgspec records).
 """
@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 from msgspec import UNSET
+from orjson import loads
 
 from watcher.events import PROMPT_KEY
 from watcher.sources.logfiles.project import plain_event
@@ -79,11 +80,24 @@ _FIELDS: tuple[tuple[str, str], ...] = tuple(
 _decode = msgspec.json.Decoder(_Sample).decode
 
 
+class _RawEvents(msgspec.Struct):
+    """The sample's events as their JSON text, for those read whole."""
+
+    events: list[msgspec.Raw]
+
+
+_decode_raw = msgspec.json.Decoder(_RawEvents).decode
+
+
 def parse_sample_lean(blob: bytes, epoch: int, types: frozenset[str]) -> ParsedSample | None:
     """The sample in ``blob`` (its stored JSON) for pages of event ``types`` at the
-    content tier, or ``None`` when only the whole decode answers exactly (another type
-    ``types`` names is in it, an event ``project`` makes the general way, a shape the
-    records do not take)."""
+    content tier, or ``None`` where the records do not take its shape (an event that is
+    not an object, ``events`` not a list, not JSON): the whole decode then answers.
+
+    An event of another type ``types`` names, and a model or tool event ``project``
+    makes the general way (it copies every field), is decoded whole from its own text:
+    a second pass over the sample that skips every other event, taken only for samples
+    holding such an event."""
     try:
         sample = _decode(blob)
     except Exception:  # noqa: BLE001 - any refusal (a shape, nesting): the whole decode says
@@ -91,6 +105,7 @@ def parse_sample_lean(blob: bytes, epoch: int, types: frozenset[str]) -> ParsedS
     others = types - LEAN_TYPES
     events: list[dict[str, Any]] = []
     append = events.append
+    whole: list[int] = []  # the positions of the events read whole
     for ev in sample.events:
         etype = ev.event
         if etype in LEAN_TYPES:
@@ -100,10 +115,11 @@ def parse_sample_lean(blob: bytes, epoch: int, types: frozenset[str]) -> ParsedS
                 if value is not UNSET:
                     e[key] = value
             if not plain_event(e, etype):
-                return None
+                whole.append(len(events))
             append(e)
         elif etype in others:
-            return None
+            whole.append(len(events))
+            append({})
         else:  # not read: what paging and uuid matching need
             stub: dict[str, Any] = {}
             if etype is not UNSET:
@@ -111,9 +127,28 @@ def parse_sample_lean(blob: bytes, epoch: int, types: frozenset[str]) -> ParsedS
             if ev.uuid is not UNSET:
                 stub["uuid"] = ev.uuid
             append(stub)
+    if whole and not _read_whole(blob, events, whole):
+        return None
     pools = sample.events_data
     pool = pools.get("messages") if isinstance(pools, dict) else None
     nonce = attempt_nonce(sample.uuid, sample.id, epoch, len(sample.error_retries or []))
     return ParsedSample(nonce=nonce, events=events,
                         attachments=dict(sample.attachments or {}),
                         pool=pool if isinstance(pool, list) else [])
+
+
+def _read_whole(blob: bytes, events: list[dict[str, Any]], at: list[int]) -> bool:
+    """Put the events at positions ``at`` in ``events`` decoded whole (orjson, as the
+    whole decode does); ``False`` if the text does not give them so."""
+    try:
+        raws = _decode_raw(blob).events
+        if len(raws) != len(events):
+            return False
+        for i in at:
+            e = loads(memoryview(raws[i]))
+            if not isinstance(e, dict):
+                return False
+            events[i] = e
+    except Exception:  # noqa: BLE001 - as the first pass: the whole decode says
+        return False
+    return True
