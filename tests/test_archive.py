@@ -136,3 +136,16 @@ def test_corrupt_zstd_data_is_a_bad_zip_not_a_crash(tmp_path: Path) -> None:
     [info] = z.infolist()
     with pytest.raises(zipfile.BadZipFile, match="zstd"):
         _read_entry(z, info, len(DOC) + 1)
+
+
+@pytest.mark.parametrize("off", [-1, 0, 1])
+def test_a_zstd_entry_is_inflated_whole_whatever_its_directory_says(tmp_path: Path,
+                                                                     off: int) -> None:
+    """An entry is inflated in one call into the size the directory gives (its frames
+    carry none, as Inspect's do not); one size too small or too large still gives the
+    whole entry, never a cut one (the chunked path reads on, and the CRC checks it)."""
+    path = _zip(tmp_path / "sized.eval", ZSTD)
+    z = zipfile.ZipFile(path)
+    [info] = z.infolist()
+    info.file_size = len(DOC) + off
+    assert _read_entry(z, info, len(DOC) + 10) == DOC
