@@ -130,14 +130,14 @@ def test_a_type_no_rule_reads_is_a_stub() -> None:
 def test_the_log_source_decodes_a_sample_once_and_gives_up_on_a_log_it_refuses(
         monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[bool] = []
-    real = source_module.parse_sample_lean
+    real = parse_sample_lean
 
     def counted(blob: bytes, epoch: int, types: frozenset[str]) -> ParsedSample | None:
         got = real(blob, epoch, types)
         calls.append(got is not None)
         return got
 
-    monkeypatch.setattr(source_module, "parse_sample_lean", counted)
+    monkeypatch.setattr(source_module, "_parse_lean", counted)
     src = LogSource(str(CORPUS))
     tasks = {Path(str(t.log_location)).name: t for t in src.tasks()}
     ctf = tasks["intercode-4models-replay.eval"]
@@ -179,5 +179,5 @@ def test_the_log_source_pages_the_same_events_lean_or_whole(
         return out
 
     lean = pages(LogSource(str(log)))
-    monkeypatch.setattr(source_module, "parse_sample_lean", lambda *a: None)
+    monkeypatch.setattr(source_module, "_parse_lean", lambda *a: None)
     assert pages(LogSource(str(log))) == lean

@@ -58,7 +58,6 @@ from watcher.sources.logfiles.header import (
     task_from_header,
     task_from_log,
 )
-from watcher.sources.logfiles.lean import parse_sample_lean
 from watcher.sources.logfiles.listing import (
     LOG_SUFFIXES,
     UNKNOWN_STAMP,
@@ -75,6 +74,14 @@ from watcher.sources.logfiles.samples import (
     parse_sample_json,
     resolved,
 )
+
+
+def _parse_lean(blob: bytes, epoch: int, types: frozenset[str]) -> ParsedSample | None:
+    """``lean.parse_sample_lean``, imported on first use: msgspec takes 7 ms to import,
+    which a live watch that never reads a log need not pay."""
+    from watcher.sources.logfiles.lean import parse_sample_lean
+
+    return parse_sample_lean(blob, epoch, types)
 
 
 def _json(blob: bytes) -> Any:
@@ -468,7 +475,7 @@ class LogSource(Source):
         try:
             tried = blob is not None and types is not None and (
                 entry.lean_refused < LEAN_TRIES or entry.lean_served > entry.lean_refused)
-            lean = parse_sample_lean(blob, epoch, types) if tried else None  # type: ignore[arg-type]
+            lean = _parse_lean(blob, epoch, types) if tried else None  # type: ignore[arg-type]
             if tried:
                 if lean is None:
                     entry.lean_refused += 1
