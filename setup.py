@@ -76,6 +76,7 @@ INTERPRETED = [
     "watcher/engine/lang/published.py",
     "watcher/engine/lang/predicates.py",
     "watcher/engine/lang/templates.py",
+    "watcher/engine/re2_known.py",
 ]
 # not watcher/findings.py: its frozen dataclasses, compiled, cannot be unpickled, and
 # findings cross process boundaries (``watch --jobs``)

@@ -245,3 +245,44 @@ def test_every_pack_regex_has_an_ascii_program() -> None:
     finally:
         Pattern.__init__ = original  # type: ignore[method-assign]
     assert built and all(p._amatch is not None for p in built)
+
+
+def test_the_known_utf8_programs_are_the_built_in_packs() -> None:
+    """re2_known.KNOWN_UTF8 names exactly the patterns the built-in pack would build at
+    once (each of which RE2 builds); a built-in regex changed without writing the list
+    anew fails here."""
+    from tests.engine.re2_known import pack_utf8_patterns
+    from watcher.engine.re2_known import KNOWN_UTF8
+    from watcher.engine.rx import utf8_digest
+
+    patterns = pack_utf8_patterns()
+    assert patterns  # (the pack has such patterns: the test_tamper alternation)
+    assert {utf8_digest(t) for t in patterns} == KNOWN_UTF8, (
+        "write the list anew: python -m tests.engine.re2_known")
+
+
+def test_a_known_utf8_program_waits_and_another_is_built_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from watcher.engine import Engine, load_rules, rx
+
+    # the pack's patterns built at once when not known, as the pack makes them
+    made: list[tuple[str, int, str, str]] = []
+
+    def unknown(translated: str) -> bool:
+        me = sys._getframe(1).f_locals["self"]
+        made.append((me.pattern, me.flags, translated, me.ascii))
+        return False
+
+    monkeypatch.setattr(rx, "_known_utf8", unknown)
+    Engine(load_rules(paths=[], builtin=True), [])
+    monkeypatch.undo()
+    assert made
+    for pattern, flags, translated, ascii in made:
+        known = rx.Pattern(pattern, flags, translated, ascii)
+        assert known._match is None  # built when a text outside ASCII first needs it
+        assert known.search("é") is None and known._match is not None
+        # a library's list redefined: another pattern, built at once as before
+        changed = rx.Pattern(pattern, flags, translated + "|zzz", ascii + "|zzz")
+        assert changed._match is not None

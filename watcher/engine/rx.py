@@ -18,6 +18,7 @@ two agree wherever a boundary has an ASCII character on both sides.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import lru_cache
 from re import _constants as _c  # type: ignore[attr-defined]
@@ -25,6 +26,8 @@ from re import _parser as _p  # type: ignore[attr-defined]
 from typing import Any, Final
 
 import re2 as _re2
+
+from watcher.engine.re2_known import KNOWN_UTF8
 
 MAX_REPEAT: Final = 1000  # RE2's bound on a counted repeat
 MAX_MEM: Final = 64 << 20  # per pattern; RE2 builds its DFA states lazily within it
@@ -263,6 +266,8 @@ _AT_START: Final = _re2._re2.RE2.Anchor.ANCHOR_START
 # about 4 million instructions) is refused when the rule loads, as before. A class costs
 # at most about 1,350 UTF-8 instructions per ASCII one (``\w``: 1,347 for 15), so below
 # this an ASCII program's UTF-8 twin stays under 2.7 million.
+# (a UTF-8 program RE2 is known to build, one of the built-in pack's, is built on first
+# use all the same: re2_known.py)
 EAGER_UTF8_ABOVE: Final = 2000
 _ESCAPE: Final = re.compile(r"\\x\{([0-9a-fA-F]+)\}")
 
@@ -272,6 +277,18 @@ def _utf8(text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: bytes RE2 reads as no character
         return text.encode("utf-8", "surrogatepass")
+
+
+def utf8_digest(translated: str) -> str:
+    """What names a translated pattern in :data:`~watcher.engine.re2_known.KNOWN_UTF8`."""
+    return hashlib.sha256(_utf8(translated)).hexdigest()[:32]
+
+
+def _known_utf8(translated: str) -> bool:
+    """Whether RE2 is known to build the UTF-8 program of ``translated``: a built-in
+    rule's, as the built-in pack makes it (a library of the user's that redefines one of
+    its lists makes another pattern, which is built at once as any other)."""
+    return utf8_digest(translated) in KNOWN_UTF8
 
 
 def _ascii_only(translated: str) -> bool:
@@ -309,7 +326,7 @@ class Pattern:
             arx = _re2._re2.RE2(self.ascii.encode("ascii"), _LATIN1)
             if arx.ok():
                 self._amatch = arx.Match
-                if arx.ProgramSize() > EAGER_UTF8_ABOVE:
+                if arx.ProgramSize() > EAGER_UTF8_ABOVE and not _known_utf8(self.translated):
                     self._utf8_match()
                 return
             self.ascii = None
