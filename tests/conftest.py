@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.evalproc import EvalProc, start_eval
+
+# parsed rule files (watcher/engine/rulecache.py) are kept for the session, not in the
+# home directory of whoever runs the tests; the watchers the tests start inherit it
+_RULE_CACHE = None if "INSPECT_WATCH_CACHE_DIR" in os.environ else tempfile.mkdtemp(
+    prefix="iw-rule-cache-")
+if _RULE_CACHE is not None:
+    os.environ["INSPECT_WATCH_CACHE_DIR"] = _RULE_CACHE
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _RULE_CACHE is not None:
+        shutil.rmtree(_RULE_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from watcher.engine import CaseResult, Rule, RuleLoadErrors, RuleSet, load_rules, run_rule_tests
 
@@ -135,6 +134,8 @@ def render_rule(rule: Rule) -> str:
                                                 "normalize_whitespace", "macro", "all", "any",
                                                 "not")}
     block = dict(pred, detect=d.get("detect"))
+    import yaml  # (only this command needs it: a watch reads its rules from the cache)
+
     out += ["  " + line for line in yaml.safe_dump(block, sort_keys=False).splitlines()]
     out += ["", "Confidence", f"  base: {rule.confidence_base} — {rule.confidence_reason}"]
     for c in d.get("confidence_when") or []:

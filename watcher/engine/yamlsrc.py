@@ -13,10 +13,9 @@ would otherwise end in a ``RecursionError`` instead of a located error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from watcher.engine import rulecache
 from watcher.engine.errors import (
     DuplicateKeyError,
     EmptyFileError,
@@ -24,6 +23,9 @@ from watcher.engine.errors import (
     UnsafeYamlError,
     YamlSyntaxError,
 )
+
+if TYPE_CHECKING:
+    import yaml
 
 Path_ = tuple[Any, ...]
 MAX_FILE_BYTES = 1_000_000
@@ -42,30 +44,48 @@ class _TooDeep(Exception):
         self.mark = mark
 
 
-class RuleYamlLoader(yaml.SafeLoader):
-    """SafeLoader subclass used only to compose nodes and construct plain scalars.
-
-    Its composer recurses once per level of nesting, so it stops at :data:`MAX_DEPTH`
-    (libyaml's, under :class:`FastRuleYamlLoader`, stops itself at 1000)."""
-
-    _depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH + 1:
-                raise _TooDeep(self.peek_event().start_mark)
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+# PyYAML, imported on the first parse (13 ms: a watch whose rule files were all parsed
+# before reads them from the cache, rulecache.py): its node and error classes, and the
+# two loaders (see _yaml)
+_MAPPING: Any = None
+_SEQUENCE: Any = None
+_SCALAR: Any = None
+_COLLECTION: Any = None
+_YAML_ERROR: Any = None
+_LOADERS: tuple[type[Any], type[Any]] | None = None
 
 
-class FastRuleYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """The same over libyaml (about 10x faster): a watch must start in well under a second.
+def _yaml() -> tuple[type[Any], type[Any]]:
+    """PyYAML imported, and the loaders: ``RuleYamlLoader``, a SafeLoader subclass used
+    only to compose nodes and construct plain scalars (its composer recurses once per
+    level of nesting, so it stops at :data:`MAX_DEPTH`; libyaml's stops itself at 1000),
+    and the same over libyaml (about 10x faster: a watch must start in well under a
+    second), whose syntax-error wording differs from PyYAML's, so a file it rejects is
+    parsed again with the first for the reported error."""
+    global _MAPPING, _SEQUENCE, _SCALAR, _COLLECTION, _YAML_ERROR, _LOADERS
+    if _LOADERS is not None:
+        return _LOADERS
+    import yaml
 
-    Its syntax-error wording differs from PyYAML's, so a file it rejects is parsed
-    again with :class:`RuleYamlLoader` for the reported error.
-    """
+    class RuleYamlLoader(yaml.SafeLoader):
+        _depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            self._depth += 1
+            try:
+                if self._depth > MAX_DEPTH + 1:
+                    raise _TooDeep(self.peek_event().start_mark)
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+    class FastRuleYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        pass
+
+    _MAPPING, _SEQUENCE, _SCALAR = yaml.MappingNode, yaml.SequenceNode, yaml.ScalarNode
+    _COLLECTION, _YAML_ERROR = yaml.CollectionNode, yaml.YAMLError
+    _LOADERS = (RuleYamlLoader, FastRuleYamlLoader)
+    return _LOADERS
 
 
 @dataclass
@@ -113,7 +133,7 @@ def _build(
     if budget.nodes > MAX_NODES:
         raise _TooLarge()
     doc.vloc[path] = _mark(node)
-    if len(path) > MAX_DEPTH and isinstance(node, yaml.CollectionNode):
+    if len(path) > MAX_DEPTH and isinstance(node, _COLLECTION):
         _err(errors, UnsafeYamlError, doc, node,
              f"lists and mappings nested more than {MAX_DEPTH} deep",
              "flatten it: a predicate can name a macro, a list can be a {list: NAME}")
@@ -124,7 +144,7 @@ def _build(
         return None
     if node.tag == "tag:yaml.org,2002:timestamp":
         return str(node.value)  # a date-looking scalar stays text
-    if isinstance(node, yaml.MappingNode):
+    if isinstance(node, _MAPPING):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -146,18 +166,18 @@ def _build(
             out[key] = _build(value_node, path + (key,), doc, loader, errors, budget)
         doc.vloc.pop(path + ("<key>",), None)
         return out
-    if isinstance(node, yaml.SequenceNode):
+    if isinstance(node, _SEQUENCE):
         return [
             _build(child, path + (i,), doc, loader, errors, budget)
             for i, child in enumerate(node.value)
         ]
-    if node.tag == _STR and type(node) is yaml.ScalarNode:
+    if node.tag == _STR and type(node) is _SCALAR:
         # what SafeConstructor.construct_yaml_str returns (construct_scalar: the value),
         # without its dispatch: 6,414 of the built-in pack's 6,681 scalars are strings
         return node.value
     try:
         return loader.construct_object(node, deep=True)
-    except yaml.YAMLError as exc:
+    except _YAML_ERROR as exc:
         _err(errors, UnsafeYamlError, doc, node, f"cannot construct value: {_problem(exc)}",
              "rule files are plain data: strings, numbers, booleans, lists, mappings")
         return None
@@ -179,14 +199,26 @@ def _problem(exc: yaml.YAMLError) -> str:
 
 
 def load_docs(text: str, file: str, errors: list[RuleError]) -> list[Doc]:
-    """Parse every document of ``text``; problems are appended to ``errors``."""
-    if FastRuleYamlLoader is not RuleYamlLoader:
-        fast_errors: list[RuleError] = []
-        docs = _load_docs(text, file, fast_errors, FastRuleYamlLoader)
-        if not any(isinstance(e, YamlSyntaxError) for e in fast_errors):
-            errors.extend(fast_errors)
-            return docs
-    return _load_docs(text, file, errors, RuleYamlLoader)
+    """Parse every document of ``text``; problems are appended to ``errors``. A text
+    parsed before without a problem is read from the cache (rulecache.py)."""
+    kept = rulecache.load(text)
+    if kept is not None:
+        lines = text.splitlines()
+        return [Doc(data=data, file=file, lines=lines, vloc=vloc, kloc=kloc, start_line=start)
+                for data, vloc, kloc, start in kept]
+    slow, fast = _yaml()
+    found: list[RuleError] = []
+    docs: list[Doc] | None = None
+    if fast is not slow:
+        docs = _load_docs(text, file, found, fast)
+        if any(isinstance(e, YamlSyntaxError) for e in found):
+            found, docs = [], None
+    if docs is None:
+        docs = _load_docs(text, file, found, slow)
+    errors.extend(found)
+    if not found:
+        rulecache.store(text, [(d.data, d.vloc, d.kloc, d.start_line) for d in docs])
+    return docs
 
 
 def _load_docs(text: str, file: str, errors: list[RuleError],
@@ -198,6 +230,8 @@ def _load_docs(text: str, file: str, errors: list[RuleError],
         return []
     docs: list[Doc] = []
     budget = _Budget()
+    import yaml
+
     try:
         loader = loader_cls(text)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow
