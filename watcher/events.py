@@ -126,14 +126,46 @@ def parse_args(text: Any) -> Any:
 
 
 def _timestamp(value: Any) -> float | None:
-    if isinstance(value, int | float):
+    # (a tuple, not ``int | float``: compiled, the union was built anew on every call)
+    if isinstance(value, (int, float)):  # noqa: UP038
         return float(value)
     if isinstance(value, str):
-        try:
-            return _fromiso(value).timestamp()
-        except ValueError:
-            return None
+        return _iso_seconds(value)
     return None
+
+
+# the epoch second of each minute an ISO timestamp named, by its first 16 characters
+_MINUTES: dict[str, int] = {}
+
+
+def _iso_seconds(value: str) -> float | None:
+    """``datetime.fromisoformat(value).timestamp()``, or ``None`` where it refuses.
+
+    Inspect writes every timestamp as ``2026-12-01T07:11:43.859891+00:00``: for that
+    form the minute's epoch second is looked up (computed once per minute) and the
+    seconds and microseconds added as integers, then divided once, as ``timestamp()``
+    divides (the same float). Parsing each one whole was 3,100 instructions, for two
+    timestamps of every event a rule reads."""
+    if (len(value) == 32 and value[26:] == "+00:00" and value[16] == ":"
+            and value[19] == "."):
+        ss = value[17:19]
+        us = value[20:26]
+        if ss.isascii() and ss.isdigit() and us.isascii() and us.isdigit() and ss < "60":
+            key = value[:16]
+            base = _MINUTES.get(key)
+            if base is None:
+                try:
+                    base = int(_fromiso(key + ":00+00:00").timestamp())
+                except ValueError:
+                    return None  # (the whole value has the same date and minute)
+                if len(_MINUTES) >= 4096:
+                    _MINUTES.clear()
+                _MINUTES[key] = base
+            return (base * 1_000_000 + int(ss) * 1_000_000 + int(us)) / 1_000_000
+    try:
+        return _fromiso(value).timestamp()
+    except ValueError:
+        return None
 
 
 def normalise(raw: dict[str, Any], tier: Tier = "content") -> Event:
@@ -207,7 +239,7 @@ def _project_raw(out: Event, etype: str, raw: dict[str, Any], tier: Tier) -> Non
         out["model"] = raw.get("model")
         out["tokens"] = usage.get("total_tokens") if usage else None
         cost = usage.get("total_cost") if usage else None
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):  # noqa: UP038
             out["cost"] = cost  # where Inspect knows the model's price (raw events only)
         choices = output.get("choices") or []
         first = (choices[0] or {}) if choices else {}

@@ -104,7 +104,7 @@ def _model(out: Event, whole: dict[str, str], e: dict[str, Any], pool: list[Any]
     out["model"] = _value(e.get("model"), att, found, budget)
     out["tokens"] = usage.get("total_tokens") if usage else None
     cost = usage.get("total_cost") if usage else None
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):  # noqa: UP038
         out["cost"] = cost
     choices = output.get("choices")
     first: dict[str, Any] = {}

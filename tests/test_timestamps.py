@@ -1,0 +1,54 @@
+"""events._timestamp: an event's ISO timestamp as the epoch seconds ``datetime`` gives.
+
+Inspect's own form is read without ``datetime`` (each minute's epoch second looked up,
+the rest added as integers); every value must come out the very float
+``datetime.fromisoformat(value).timestamp()`` gives, and every other form, or a value it
+refuses, as before."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from watcher.events import _timestamp
+
+
+def _before(value: Any) -> float | None:
+    if isinstance(value, (int, float)):  # noqa: UP038
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def test_inspects_form_gives_datetimes_float_exactly() -> None:
+    rng = random.Random(31)
+    start = datetime(1960, 1, 1, tzinfo=UTC)
+    for _ in range(50_000):
+        value = (start + timedelta(microseconds=rng.randrange(10 ** 17))).isoformat()
+        if len(value) == 32:  # (a whole second drops its fraction: the other path)
+            assert _timestamp(value) == _before(value), value
+    # one busy minute, as a real run's events are
+    minute = datetime(2026, 12, 1, 7, 11, tzinfo=UTC)
+    for us in range(0, 60_000_000, 7_919):
+        value = (minute + timedelta(microseconds=us)).isoformat()
+        assert _timestamp(value) == _before(value), value
+
+
+@pytest.mark.parametrize("value", [
+    "2026-12-06T04:07:27+00:00", "2026-12-06T04:07:27.1+00:00", "2026-12-06T04:07:27Z",
+    "2026-12-06T04:07:27.122808+01:00", "2026-12-06 04:07:27.122808+00:00",
+    "2026-12-06T04:07:60.000000+00:00", "2026-13-06T04:07:27.122808+00:00",
+    "2026-02-30T04:07:27.122808+00:00", "2026-12-06T24:07:27.122808+00:00",
+    "2026-12-06T04:07:2a.122808+00:00", "2026-12-06T04:07:27.12280\u0663+00:00",
+    "2026-12-06T04:07:\u0662\u0667.122808+00:00", "2026-12-06T04:07:27.122808-00:00",
+    "", "not a time", 1796530047.5, 3, True, None, ["2026"],
+])
+def test_every_other_form_as_before(value: Any) -> None:
+    assert _timestamp(value) == _before(value)
