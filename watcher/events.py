@@ -73,6 +73,8 @@ _fromiso: Final = datetime.fromisoformat
 # ``json.dumps(value, default=str)`` without building an encoder per call (a tool's
 # arguments are serialised for every call read: 3.5 us each, 2.0 with one encoder)
 _encode: Final = json.JSONEncoder(default=str).encode
+# the encoder's own quoting of a string (C), for the mappings _flat_json writes itself
+_quote: Final = json.encoder.encode_basestring_ascii
 
 
 def truncate(text: str, width: int = CONTENT_WIDTH) -> str:
@@ -107,10 +109,27 @@ def to_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
+    if type(value) is dict:
+        flat = _flat_json(value)
+        if flat is not None:
+            return flat
     try:
         return _encode(value)  # type: ignore[no-any-return]
     except (TypeError, ValueError):
         return str(value)
+
+
+def _flat_json(d: dict[Any, Any]) -> str | None:
+    """``json.dumps(d)`` for a mapping of strings to strings (a tool call's usual
+    arguments), written directly with the encoder's own string quoting; ``None`` for any
+    other mapping. Serialised through the encoder, a call's arguments cost 20,000
+    instructions, most of them setting the encoder up."""
+    parts: list[str] = []
+    for k, v in d.items():
+        if type(k) is not str or type(v) is not str:
+            return None
+        parts.append(_quote(k) + ": " + _quote(v))
+    return "{" + ", ".join(parts) + "}"
 
 
 def parse_args(text: Any) -> Any:

@@ -1,9 +1,10 @@
-"""events._timestamp: an event's ISO timestamp as the epoch seconds ``datetime`` gives.
+"""What events.py reads of a raw event, done faster, exactly as before.
 
-Inspect's own form is read without ``datetime`` (each minute's epoch second looked up,
-the rest added as integers); every value must come out the very float
+``_timestamp``: Inspect's own form is read without ``datetime`` (each minute's epoch
+second looked up, the rest added as integers); every value must come out the very float
 ``datetime.fromisoformat(value).timestamp()`` gives, and every other form, or a value it
-refuses, as before."""
+refuses, as before. ``to_text``: a tool call's arguments (a mapping of strings) are
+written without the JSON encoder, and must read exactly as ``json.dumps`` writes them."""
 
 from __future__ import annotations
 
@@ -52,3 +53,18 @@ def test_inspects_form_gives_datetimes_float_exactly() -> None:
 ])
 def test_every_other_form_as_before(value: Any) -> None:
     assert _timestamp(value) == _before(value)
+
+
+@pytest.mark.parametrize("value", [
+    {}, {"cmd": "ls -la"}, {"cmd": "echo 'é' \u2028 \x00 \t \"q\" \\\\ \ud800"},
+    {"a": "1", "b": "2", "c": ""}, {"code": "print(1)\n" * 300},
+    {"cmd": 3}, {"n": None}, {1: "x"}, {"a": {"b": "c"}}, {"a": ["x"]}, {"f": 1.5e16},
+    {"b": True}, {"s": {1, 2}},
+])
+def test_a_tool_calls_arguments_read_as_the_encoder_writes_them(value: Any) -> None:
+    """events.to_text writes a mapping of strings itself: the very text json.dumps gives."""
+    import json
+
+    from watcher.events import to_text
+
+    assert to_text(value) == json.dumps(value, default=str)
