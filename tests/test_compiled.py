@@ -73,7 +73,8 @@ def test_the_wheel_compiles_the_hot_path(tree: Path, tmp_path: Path) -> None:
 # tests, the rule pack's inline tests run through it, and the loader's fuzzing. The rest
 # of the suite (sources, reporters, terminals) runs no compiled code of its own and is
 # run on the sources; the whole unit suite took over 6 minutes on 2 busy cores here
-ENGINE_TESTS = ("tests/engine", "tests/test_rule_pack.py", "tests/test_loader_fuzz.py")
+ENGINE_TESTS = ("tests/engine", "tests/test_rule_pack.py", "tests/test_loader_fuzz.py",
+                "tests/test_event_values.py")
 
 
 def test_unit_suite_passes_on_the_compiled_engine(tree: Path, tmp_path: Path) -> None:

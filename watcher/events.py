@@ -155,6 +155,9 @@ def _timestamp(value: Any) -> float | None:
 
 # the epoch second of each minute an ISO timestamp named, by its first 16 characters
 _MINUTES: dict[str, int] = {}
+# microseconds a float holds exactly (to the year 2255): within them dividing the float
+# gives the quotient rounded once, as datetime's integer division does
+_EXACT: Final = 2 ** 53
 
 
 def _iso_seconds(value: str) -> float | None:
@@ -180,7 +183,9 @@ def _iso_seconds(value: str) -> float | None:
                 if len(_MINUTES) >= 4096:
                     _MINUTES.clear()
                 _MINUTES[key] = base
-            return (base * 1_000_000 + int(ss) * 1_000_000 + int(us)) / 1_000_000
+            micros = base * 1_000_000 + int(ss) * 1_000_000 + int(us)
+            if -_EXACT < micros < _EXACT:  # (compiled, the division is a float's)
+                return micros / 1_000_000
     try:
         return _fromiso(value).timestamp()
     except ValueError:
