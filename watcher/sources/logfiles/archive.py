@@ -227,8 +227,12 @@ def zip_json(location: str, name: str, limit: float | None = None,
     raises :class:`EntryTooLarge`: Inspect's reader would inflate it whole.
     """
     blob = zip_bytes(location, name, limit, stamp)
-    if blob is None:
-        return None
+    return None if blob is None else json_or_none(blob)
+
+
+def json_or_none(blob: bytes) -> Any:
+    """A stored JSON document decoded, or ``None`` where orjson refuses it (NaN, huge
+    integers: Inspect's reader then reads the sample)."""
     try:
         return loads(blob)
     except ValueError:

@@ -24,8 +24,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from orjson import loads
-
 from watcher import limits
 from watcher.attachments import Expansion, resolve_attachments
 from watcher.events import Tier
@@ -45,6 +43,7 @@ from watcher.sources.base import (
     sample_row,
 )
 from watcher.sources.logfiles.archive import (
+    json_or_none,
     sample_entry,
     sample_json,
     zip_bytes,
@@ -84,15 +83,6 @@ def _parse_lean(blob: bytes, epoch: int, types: frozenset[str]) -> ParsedSample 
     return parse_sample_lean(blob, epoch, types)
 
 
-def _json(blob: bytes) -> Any:
-    """A stored JSON document decoded, or ``None`` where orjson refuses it (NaN, huge
-    integers: Inspect's reader then reads the sample)."""
-    try:
-        return loads(blob)
-    except ValueError:
-        return None
-
-
 # the lean decode's refusals (with none served) after which a log is decoded whole
 LEAN_TRIES = 3
 
@@ -110,8 +100,8 @@ class _LogEntry:
     summaries: list[Any] | None = None
     ids: dict[tuple[str, int], Any] = field(default_factory=dict)
     fast: bool = False  # a current-format .eval: its stored JSON is read directly
-    # samples the lean decode served and refused (another type a rule reads was in
-    # them): a log whose samples it keeps refusing is decoded whole from then on
+    # samples the lean decode served and refused (a shape its records do not take): a
+    # log whose samples it keeps refusing is decoded whole from then on
     lean_served: int = 0
     lean_refused: int = 0
 
@@ -481,7 +471,7 @@ class LogSource(Source):
                     entry.lean_refused += 1
                 else:
                     entry.lean_served += 1
-            fast = sample_json(_json(blob)) if blob is not None and lean is None else None
+            fast = sample_json(json_or_none(blob)) if blob is not None and lean is None else None
             if lean is not None:
                 parsed = lean
             elif fast is not None:
