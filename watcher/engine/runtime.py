@@ -210,6 +210,10 @@ class Engine:
             self._failures.append(RuleRunError(rule.id, rule.source, rule.line,
                                                exc.expression, exc.reason, ref))
 
+    def has_errors(self) -> bool:
+        """Whether :meth:`take_errors` has something to give (cheap: asked per event)."""
+        return bool(self._failures)
+
     def take_errors(self) -> list[RuleRunError]:
         """The expression failures recorded since the last call (each reported once)."""
         if not self._failures:

@@ -61,11 +61,11 @@ class SpendMeter:
             return
         tokens = event.get("tokens")
         ts = event.get("timestamp")
-        if type(tokens) is not int or not isinstance(ts, int | float):
+        if type(tokens) is not int or not isinstance(ts, (int, float)):  # noqa: UP038
             self.unpriced += 1  # a model call whose usage the transcript does not hold
             return
         cost = event.get("cost")
-        cost = float(cost) if isinstance(cost, int | float) and not isinstance(
+        cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(  # noqa: UP038
             cost, bool) else None
         i = bisect.bisect_right(self._times, ts)
         self._times.insert(i, float(ts))

@@ -17,7 +17,7 @@ from typing import Any
 
 from watcher.engine import Engine, RunContext, SampleStatus
 from watcher.engine.runtime import SampleWatch
-from watcher.events import Tier
+from watcher.events import Event, Tier
 from watcher.findings import Finding, Notice, SampleRef
 from watcher.run.spend import SpendMeter
 from watcher.run.values import Output, RunOptions, SampleView
@@ -220,6 +220,21 @@ class TrackedSample:
         self.emit(Notice(kind=kind, message=message, sample=self.ref(self.stream.attempt),
                          at=time.time(), details=details))
 
+    def _feed(self, watch: SampleWatch, meter: SpendMeter, events: list[Event]) -> None:
+        """Events through the rules, one at a time, as :meth:`findings` says them: an
+        event's findings, then the rule errors it caused. (The loop a scan spends most
+        of its interpreted time in: per event, only what the event needs.)"""
+        engine = self.engine
+        for event in events:
+            if event.get("type") == "model":  # (the only events the meter counts)
+                meter.add(event)
+            found = watch.feed(event)
+            if found:
+                self.findings(found)
+            elif engine.has_errors():
+                for err in engine.take_errors():
+                    self.emit(err.notice(at=time.time()))
+
     def findings(self, findings: list[Finding]) -> None:
         """Findings of its rule state, with what it spent; and the rule errors the data
         just read caused (said once per rule and reason: the engine keeps count)."""
@@ -308,9 +323,7 @@ class TrackedSample:
         events = item.events
         meter = self.meter
         if item.new_attempt is not None:
-            for event in events[: item.attempt_boundary]:
-                meter.add(event)
-                self.findings(watch.feed(event))
+            self._feed(watch, meter, events[: item.attempt_boundary])
             self.findings(watch.finalize(now))
             watch.reset_attempt(self.ref(item.new_attempt))
             self._meter = None
@@ -318,9 +331,7 @@ class TrackedSample:
             self.notice("attempt", f"sample {self.sample_id} epoch {self.epoch} started "
                         f"attempt {item.new_attempt}", attempt=item.new_attempt)
             events = events[item.attempt_boundary:]
-        for event in events:
-            meter.add(event)
-            self.findings(watch.feed(event))
+        self._feed(watch, meter, events)
         keep = self.opts.recent_events
         if keep and item.events:
             kept = self.recent

@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 from msgspec import UNSET
+from msgspec.structs import astuple
 from orjson import loads
 
 from watcher.events import PROMPT_KEY
@@ -74,9 +75,8 @@ class _Sample(msgspec.Struct):
     events_data: Any = None
 
 
-_FIELDS: tuple[tuple[str, str], ...] = tuple(
-    (name, encoded) for name, encoded in zip(_Event.__struct_fields__,
-                                             _Event.__struct_encode_fields__, strict=True))
+# each field's key in the event (its JSON name), in the record's field order
+_KEYS: tuple[str, ...] = _Event.__struct_encode_fields__
 _decode = msgspec.json.Decoder(_Sample).decode
 
 
@@ -109,11 +109,8 @@ def parse_sample_lean(blob: bytes, epoch: int, types: frozenset[str]) -> ParsedS
     for ev in sample.events:
         etype = ev.event
         if etype in LEAN_TYPES:
-            e: dict[str, Any] = {}
-            for name, key in _FIELDS:
-                value = getattr(ev, name)
-                if value is not UNSET:
-                    e[key] = value
+            e: dict[str, Any] = {key: value for key, value in zip(
+                _KEYS, astuple(ev), strict=True) if value is not UNSET}
             if not plain_event(e, etype):
                 whole.append(len(events))
             append(e)

@@ -17,6 +17,7 @@ tier, an event whose shape ``normalise`` would read as compact) takes the two st
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from watcher.attachments import Expansion, resolve_attachments, resolve_text
@@ -66,6 +67,24 @@ def project(e: dict[str, Any], tier: Tier, pool: list[Any] | None,
     else:
         _tool(out, whole, e, att, found, budget)
     return out
+
+
+def project_page(scanned: list[dict[str, Any]], wanted: AbstractSet[str] | None, tier: Tier,
+                 pool: list[Any] | None, attachments: dict[str, str] | None,
+                 unknown: set[str], budget: Expansion) -> tuple[list[Event], int]:
+    """A page of raw events made as :func:`project` makes each, those of a type outside
+    ``wanted`` (``None``: every type) left out; and how many of the events made left
+    references unresolved for want of ``budget``. (A log's page loop, compiled: a scan
+    passes every event of every sample through it.)"""
+    out: list[Event] = []
+    cut = 0
+    for e in scanned:
+        if wanted is None or e.get("event") in wanted:
+            before = budget.exceeded
+            out.append(project(e, tier, pool, attachments, unknown, budget))
+            if budget.exceeded > before:
+                cut += 1
+    return out, cut
 
 
 def plain_event(e: dict[str, Any], etype: Any) -> bool:

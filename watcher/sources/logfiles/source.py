@@ -26,7 +26,7 @@ from typing import Any
 
 from watcher import limits
 from watcher.attachments import Expansion, resolve_attachments
-from watcher.events import Tier
+from watcher.events import Event, Tier
 from watcher.shard import Shard, owns
 from watcher.sources.base import (
     BadResponse,
@@ -66,7 +66,7 @@ from watcher.sources.logfiles.listing import (
     shard_set_logs,
     stat_log,
 )
-from watcher.sources.logfiles.project import project
+from watcher.sources.logfiles.project import project_page
 from watcher.sources.logfiles.samples import (
     ParsedSample,
     parse_sample,
@@ -384,21 +384,22 @@ class LogSource(Source):
         wanted = None if types is None or types & {"all", "*"} else types
         unknown: set[str] = set()
         cut = 0
-        out = []
+        out: list[Event] = []
         # one budget for the sample, not per event: 40 events each naming one 100 KB
         # attachment 16,000 times were 40 budgets' worth (2.86 GB at the peak)
         budget = parsed.budget
         if budget is None or offset == 0:  # (a read from the start: the sample again)
             budget = parsed.budget = Expansion(self.max_expansion)
         try:
-            for e in scanned:
-                if wanted is None or e.get("event") in wanted:
-                    before = budget.exceeded
-                    out.append(resolved(e, parsed.attachments, unknown, budget)
-                               if tier == "full" else
-                               project(e, tier, parsed.pool, parsed.attachments, unknown,
-                                       budget))
-                    cut += budget.exceeded > before
+            if tier != "full":
+                out, cut = project_page(scanned, wanted, tier, parsed.pool,
+                                        parsed.attachments, unknown, budget)
+            else:
+                for e in scanned:
+                    if wanted is None or e.get("event") in wanted:
+                        before = budget.exceeded
+                        out.append(resolved(e, parsed.attachments, unknown, budget))
+                        cut += budget.exceeded > before
         except Exception as ex:  # attachments of the wrong type, and the like
             raise BadResponse(f"{task.log_location}: unreadable sample {sample_id}/{epoch}: "
                               f"{type(ex).__name__}: {ex}") from ex
