@@ -20,6 +20,7 @@ it as they find it.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shlex
 from collections.abc import Callable
 from functools import lru_cache
@@ -108,11 +109,15 @@ def process_running(pid: int | None) -> bool | None:
         return None
     if not pid_alive(pid):
         return False
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    try:  # (asked twice for every finding a live watch routes: os.read, not pathlib)
+        fd = os.open(f"/proc/{int(pid)}/stat", os.O_RDONLY)
+        try:
+            stat = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except OSError:
         return True  # no /proc to ask (another OS): the signal probe said it lives
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+    return stat.rpartition(b")")[2].split()[:1] != [b"Z"]
 
 
 def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
