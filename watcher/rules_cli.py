@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -236,7 +235,10 @@ def _fmt(items: list[dict[str, Any]]) -> str:
 
 
 def write_junit(results: list[CaseResult], path: Path) -> None:
-    """JUnit XML: one testsuite per rule, one testcase per inline case."""
+    """JUnit XML: one testsuite per rule, one testcase per inline case. (ElementTree is
+    imported here: every command imports this module, few write JUnit.)"""
+    import xml.etree.ElementTree as ET
+
     root = ET.Element("testsuites", name="inspect-watch rules")
     suites: dict[str, ET.Element] = {}
     for r in results:
