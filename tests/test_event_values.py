@@ -49,10 +49,23 @@ def test_inspects_form_gives_datetimes_float_exactly() -> None:
     "2026-02-30T04:07:27.122808+00:00", "2026-12-06T24:07:27.122808+00:00",
     "2026-12-06T04:07:2a.122808+00:00", "2026-12-06T04:07:27.12280\u0663+00:00",
     "2026-12-06T04:07:\u0662\u0667.122808+00:00", "2026-12-06T04:07:27.122808-00:00",
+    "\x00" * 16 + ":27.122808+00:00", "2026-12-06T04:07:27.122808+00:00\x00",
     "", "not a time", 1796530047.5, 3, True, None, ["2026"],
 ])
 def test_every_other_form_as_before(value: Any) -> None:
     assert _timestamp(value) == _before(value)
+
+
+def test_minutes_read_in_any_order_give_datetimes_float() -> None:
+    """The last minute read is kept aside: values of it, of other minutes between, and of
+    a minute the table already holds all read as datetime reads them."""
+    rng = random.Random(6)
+    minutes = [datetime(2026, 12, 6, 4, m, tzinfo=UTC) for m in (7, 8, 7, 59)]
+    for _ in range(5_000):
+        value = (rng.choice(minutes) + timedelta(microseconds=rng.randrange(1, 60_000_000))
+                 ).isoformat()
+        if len(value) == 32:
+            assert _timestamp(value) == _before(value), value
 
 
 @pytest.mark.parametrize("value", [
