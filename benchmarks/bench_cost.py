@@ -1,7 +1,7 @@
 """The watcher's cost against its floors, every row of issue 31 from one command.
 
     python benchmarks/bench_cost.py [--rounds 3] [--small-log-dir DIR] [--samples 5000]
-                                    [--live-samples 125] [--base TREE] [--engine compiled]
+                                    [--live-samples 125] [--base [NAME=]TREE] [--engine compiled]
                                     [--no-live] [--no-scout] [--save]
 
 Every figure is a whole process as ``time`` sees it (user + system CPU from ``os.wait4``,
@@ -20,8 +20,8 @@ wall time, peak RSS), start-up and end included, on the engine ``pip install .``
    (the same tool call, function and arguments, made twice or more).
 4. 5,000 small samples post-hoc (``watch -j 1``) over a log the scripted model writes
    (``bench_posthoc.py``'s task, 2 tool calls a sample; reuse one with
-   ``--small-log-dir``). ``--base TREE`` runs the same scan on another build (an older
-   commit's installed package) in the same rounds.
+   ``--small-log-dir``). ``--base [NAME=]TREE`` runs the same scan on another build (an
+   older commit's installed package) in the same rounds.
 
 Rows 2-4 run in interleaved rounds (floor, watch, Scout, small samples, base), so drift in
 the machine's speed hits each alike; the medians and the ratio of medians are printed
@@ -149,14 +149,23 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=5000, help="small samples to generate")
     ap.add_argument("--live-samples", type=int, default=125)
     ap.add_argument("--engine", choices=["compiled", "source"], default="compiled")
-    ap.add_argument("--base", metavar="NAME=TREE", action="append", default=[],
+    ap.add_argument("--base", metavar="[NAME=]TREE", action="append", default=[],
                     help="an installed tree of another build (PYTHONPATH) scanned beside "
-                         "(repeatable), e.g. before=build/compiled/<digest>")
+                         "(repeatable), e.g. before=build/compiled/<digest> (NAME: the "
+                         "tree's directory name when not given)")
     ap.add_argument("--no-live", action="store_true")
     ap.add_argument("--no-scout", action="store_true")
     ap.add_argument("--save", action="store_true",
                     help="also write this report to benchmarks/results/cost.txt")
     args = ap.parse_args()
+    # checked before any row runs (row 1 takes minutes)
+    bases: dict[str, str] = {}
+    for b in args.base:
+        name, sep, base = b.rpartition("=")
+        base = str(Path(base).resolve())
+        if not (Path(base) / "watcher").is_dir():
+            ap.error(f"--base {b}: no watcher package in {base}")
+        bases[name if sep and name else Path(base).name] = base
     if args.save:
         from bench_live_replay import _tee
 
@@ -201,7 +210,6 @@ def main() -> int:
         runs["scout"] = ([sys.executable, str(work / "scout_bench.py"), args.log,
                           str(work / "scans")], env0)
     runs["small"] = (watch(str(small)), wenv)
-    bases = dict(b.split("=", 1) for b in args.base)
     for name, base in bases.items():
         benv = {**env0, "PYTHONPATH": base}
         print(f"--base {name}: " + run([sys.executable, "-m", "watcher", "--version"], benv,
