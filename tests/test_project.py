@@ -88,6 +88,13 @@ SHAPES: list[dict[str, Any]] = [
     {"event": "tool", "uuid": "t3", "function": "f", "result": "", "error": {}},
     {"event": "tool", "uuid": "t4", "arguments": {"cmd": "z" * 700}, "result": "q" * 900},
     {"event": "tool", "uuid": "t5", "type": "function"},  # not raw: the two steps
+    # legacy whole-string references, references inside longer text, and "://" that is
+    # no reference (a URL): resolved, or left, as light leaves them
+    {"event": "tool", "uuid": "t6", "function": "tc://a3", "arguments": {
+        "cmd": "tc://a1", "url": "curl https://x.org/a1", "say": "see attachment://a3 ok",
+        "odd": "tc://nope"}, "result": "fetched http://h/attachment://a1 then tc://a3"},
+    {"event": "model", "uuid": "m8", "model": "tc://a3",
+     "output": {"completion": "read https://a1 and attachment://a1", "choices": []}},
     {"event": "error", "uuid": "e1", "error": {"message": "attachment://a1"}},
 ]
 

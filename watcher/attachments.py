@@ -32,7 +32,7 @@ from typing import Any
 from orjson import dumps as _dumps
 
 ATTACHMENT_PROTOCOL = "attachment://"
-_LEGACY_PROTOCOL = "tc://"
+LEGACY_PROTOCOL = _LEGACY_PROTOCOL = "tc://"
 # Hashes are 32 hex chars (mm3); the chunked log format numbers them instead.
 _REF = re.compile(r"attachment://([0-9A-Za-z]+)")
 _HASH_LEN = 32
