@@ -53,6 +53,7 @@ COMPILED = [
     "watcher/stream.py",
     # ... and a logged or buffered model or tool event is made that event in one pass
     "watcher/sources/logfiles/project.py",
+    "watcher/sources/logfiles/messages.py",
 ]
 # the engine's other modules stay interpreted on purpose: they run once per rule set
 # (loading, validating, the registry and declarations, the JSON Schema), and scan.py's

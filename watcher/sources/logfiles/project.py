@@ -38,7 +38,8 @@ from watcher.events import (
     parse_args,
     to_text,
 )
-from watcher.sources.logfiles.samples import _content, last_input, light, light_prompt
+from watcher.sources.logfiles.messages import last_input, message_content
+from watcher.sources.logfiles.samples import light, light_prompt
 
 
 def project(e: dict[str, Any], tier: Tier, pool: list[Any] | None,
@@ -130,7 +131,7 @@ def _value(v: Any, att: dict[str, str], found: set[str], budget: Expansion | Non
 def _text_of(content: Any, att: dict[str, str], found: set[str],
              budget: Expansion | None) -> str:
     """A message content's text, resolved (``_message_text`` of ``light``'s copy)."""
-    return _message_text({"content": _content(content, att, found, budget)})
+    return _message_text({"content": message_content(content, att, found, budget)})
 
 
 def _model(out: Event, whole: dict[str, str], e: dict[str, Any], pool: list[Any] | None,

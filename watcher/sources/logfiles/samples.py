@@ -18,6 +18,7 @@ from orjson import dumps
 
 from watcher.attachments import Expansion, resolve_attachments, resolve_text
 from watcher.events import PROMPT_KEY
+from watcher.sources.logfiles.messages import last_input, message_content
 
 
 def attempt_nonce(uuid: str | None, sample_id: Any, epoch: int, attempts: int) -> str:
@@ -143,14 +144,7 @@ def light_prompt(message: dict[str, Any], attachments: dict[str, str], unknown: 
     """What a model event keeps of the message that prompted it (``events.PROMPT_KEY``):
     its role and its content, resolved."""
     return {"role": message.get("role"),
-            "content": _content(message.get("content"), attachments, unknown, budget)}
-
-
-def _content(v: Any, att: dict[str, str], found: set[str], budget: Expansion | None) -> Any:
-    """A message's content (a string, or a list of parts), resolved."""
-    if type(v) is str:
-        return resolve_text(v, att, found, budget) if "://" in v else v
-    return resolve_attachments(v, att, found, budget) if v else v
+            "content": message_content(message.get("content"), attachments, unknown, budget)}
 
 
 def _values(d: dict[str, Any], att: dict[str, str], found: set[str],
@@ -186,7 +180,7 @@ def _slim_output(output: dict[str, Any], att: dict[str, str], found: set[str],
         slim: dict[str, Any] = {"stop_reason": first.get("stop_reason")}
         if type(message) is dict:
             msg: dict[str, Any] = {"role": message.get("role"),
-                                   "content": _content(message.get("content"), att, found,
+                                   "content": message_content(message.get("content"), att, found,
                                                        budget)}
             calls = message.get("tool_calls")
             if type(calls) is list:
@@ -198,19 +192,3 @@ def _slim_output(output: dict[str, Any], att: dict[str, str], found: set[str],
             slim["message"] = msg
         out["choices"] = [slim]
     return out
-
-
-def last_input(e: dict[str, Any], pool: list[Any]) -> dict[str, Any] | None:
-    """The last input message of a raw model event: from its ``input``, or, when the
-    input is pooled, the pool entry its last ``input_refs`` range ends at."""
-    messages = e.get("input")
-    if isinstance(messages, list) and messages:
-        last = messages[-1]
-        return last if isinstance(last, dict) else None
-    refs = e.get("input_refs")
-    if isinstance(refs, list) and refs and isinstance(refs[-1], list | tuple) and len(
-            refs[-1]) == 2:
-        end = refs[-1][1]
-        if isinstance(end, int) and 0 < end <= len(pool) and isinstance(pool[end - 1], dict):
-            return pool[end - 1]  # type: ignore[no-any-return]
-    return None
