@@ -728,7 +728,7 @@ class ListingStops:
 
 @pytest.mark.e2e
 def test_finished_samples_end_while_the_listing_does_not_answer(
-        eval_runner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        eval_runner: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A real eval whose samples listing stops answering once every sample is known:
     each sample is still read to its end, from the buffer, with the log's events (a
     finished sample left unread looked idle and drew a false stall finding).
@@ -748,8 +748,14 @@ def test_finished_samples_end_while_the_listing_does_not_answer(
     from watcher.run.values import RunOptions
     from watcher.stream import SampleStream
 
+    # every tool call waits while this file is there: the samples run on only once the
+    # watch knows all four and reads the buffer (a busy machine's eval outran the watch,
+    # and its samples ended before the listing stopped)
+    hold = tmp_path / "hold"
+    hold.touch()
     proc = eval_runner("multi", "--max-samples", "4", "-T", "samples=4", "-T", "steps=4",
-                       "--ctl-server", "keep", "--log-buffer", "10", tool_delay=0.6)
+                       "--ctl-server", "keep", "--log-buffer", "10", tool_delay=0.6,
+                       env={"SCENARIO_HOLD_FILE": str(hold)})
     http = _source(proc)
     src = ListingStops(BufferedSource(http))
     deadline = time.time() + 900  # bounds a hang only: a busy machine reads slowly
@@ -777,11 +783,13 @@ def test_finished_samples_end_while_the_listing_does_not_answer(
                     pass  # the listing's failure: the source watcher goes on the same way
                 if len(tw.samples) == 4 and tw.buffered:
                     src.stop = True
+                    hold.unlink(missing_ok=True)
                 if src.stop and tw.read_to_end:
                     break
                 time.sleep(0.2)
         finally:
             SampleStream.poll = real_poll  # type: ignore[method-assign]
+            hold.unlink(missing_ok=True)
     assert src.stop, "the listing never stopped: the test is vacuous"
     assert all(t.stream.done for t in tw.samples.values()), {
         k: t.stream.done for k, t in tw.samples.items()}

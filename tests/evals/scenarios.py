@@ -35,6 +35,9 @@ def shell() -> Tool:
             cmd: The command to run.
         """
         await asyncio.sleep(float(os.environ.get("SCENARIO_TOOL_DELAY", "0.05")))
+        hold = os.environ.get("SCENARIO_HOLD_FILE")
+        while hold and os.path.exists(hold):  # a test holds the run until it is ready
+            await asyncio.sleep(0.05)
         if cmd.startswith("hang"):  # a hung tool: only a cancel (or the end) stops it
             await asyncio.sleep(float(os.environ.get("SCENARIO_HANG", "3600")))
         if cmd.startswith("fail"):
