@@ -32,7 +32,7 @@ from typing import Any
 from orjson import dumps as _dumps
 
 ATTACHMENT_PROTOCOL = "attachment://"
-LEGACY_PROTOCOL = _LEGACY_PROTOCOL = "tc://"
+LEGACY_PROTOCOL = "tc://"
 # Hashes are 32 hex chars (mm3); the chunked log format numbers them instead.
 _REF = re.compile(r"attachment://([0-9A-Za-z]+)")
 _HASH_LEN = 32
@@ -105,8 +105,8 @@ def resolve_text(
     def fits(value: str) -> bool:
         return budget is None or budget.take(value)
 
-    if text.startswith(_LEGACY_PROTOCOL):
-        key = text[len(_LEGACY_PROTOCOL):]
+    if text.startswith(LEGACY_PROTOCOL):
+        key = text[len(LEGACY_PROTOCOL):]
         if key in attachments and fits(attachments[key]):
             return attachments[key]
     if ATTACHMENT_PROTOCOL not in text:
@@ -146,7 +146,7 @@ def resolve_json(text: str, attachments: Mapping[str, str]) -> str:
     JSON-escaped, keeps the document valid. (It would also resolve a reference in an
     object key, which the walk leaves alone; Inspect writes none there.)
     """
-    if ATTACHMENT_PROTOCOL not in text and _LEGACY_PROTOCOL not in text:
+    if ATTACHMENT_PROTOCOL not in text and LEGACY_PROTOCOL not in text:
         return text
 
     def replace(match: re.Match[str]) -> str:
@@ -161,7 +161,7 @@ def resolve_json(text: str, attachments: Mapping[str, str]) -> str:
         key = match.group(1)
         return f'"{_escaped(attachments[key])}"' if key in attachments else match.group(0)
 
-    if _LEGACY_PROTOCOL in text:
+    if LEGACY_PROTOCOL in text:
         text = _LEGACY_JSON.sub(legacy, text)
     return _REF.sub(replace, text) if ATTACHMENT_PROTOCOL in text else text
 

@@ -232,14 +232,17 @@ class TrackedSample:
             if found:
                 self.findings(found)
             elif engine.has_errors():
-                for err in engine.take_errors():
-                    self.emit(err.notice(at=time.time()))
+                self._rule_errors()
 
     def findings(self, findings: list[Finding]) -> None:
         """Findings of its rule state, with what it spent; and the rule errors the data
         just read caused (said once per rule and reason: the engine keeps count)."""
         for f in findings:
             self.emit(self.meter.annotate(f))
+        self._rule_errors()
+
+    def _rule_errors(self) -> None:
+        """The rule errors recorded since they were last said, as notices."""
         for err in self.engine.take_errors():
             self.emit(err.notice(at=time.time()))
 

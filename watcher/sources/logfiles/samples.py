@@ -18,7 +18,7 @@ from orjson import dumps
 
 from watcher.attachments import Expansion, resolve_attachments, resolve_text
 from watcher.events import PROMPT_KEY
-from watcher.sources.logfiles.messages import last_input, message_content
+from watcher.sources.logfiles.messages import last_input, may_refer, message_content
 
 
 def attempt_nonce(uuid: str | None, sample_id: Any, epoch: int, attempts: int) -> str:
@@ -120,7 +120,7 @@ def light(e: dict[str, Any], pool: list[Any] | None = None,
         if k in heavy:
             continue
         if type(v) is str:
-            out[k] = resolve_text(v, att, found, budget) if "://" in v else v
+            out[k] = resolve_text(v, att, found, budget) if may_refer(v) else v
         elif type(v) is dict:
             if k == "output":
                 out[k] = _slim_output(v, att, found, budget)
@@ -153,7 +153,7 @@ def _values(d: dict[str, Any], att: dict[str, str], found: set[str],
     out: dict[str, Any] = {}
     for k, v in d.items():
         if type(v) is str:
-            out[k] = resolve_text(v, att, found, budget) if "://" in v else v
+            out[k] = resolve_text(v, att, found, budget) if may_refer(v) else v
         elif type(v) is dict or type(v) is list:
             out[k] = resolve_attachments(v, att, found, budget)
         else:
@@ -172,7 +172,7 @@ def _slim_output(output: dict[str, Any], att: dict[str, str], found: set[str],
     completion = output.get("completion")
     if type(completion) is str:
         out["completion"] = resolve_text(completion, att, found, budget) \
-            if "://" in completion else completion
+            if may_refer(completion) else completion
     choices = output.get("choices")
     if type(choices) is list and choices and type(choices[0]) is dict:
         first = choices[0]

@@ -71,7 +71,6 @@ from watcher.sources.logfiles.samples import (
     ParsedSample,
     parse_sample,
     parse_sample_json,
-    resolved,
 )
 
 
@@ -391,15 +390,8 @@ class LogSource(Source):
         if budget is None or offset == 0:  # (a read from the start: the sample again)
             budget = parsed.budget = Expansion(self.max_expansion)
         try:
-            if tier != "full":
-                out, cut = project_page(scanned, wanted, tier, parsed.pool,
-                                        parsed.attachments, unknown, budget)
-            else:
-                for e in scanned:
-                    if wanted is None or e.get("event") in wanted:
-                        before = budget.exceeded
-                        out.append(resolved(e, parsed.attachments, unknown, budget))
-                        cut += budget.exceeded > before
+            out, cut = project_page(scanned, wanted, tier, parsed.pool, parsed.attachments,
+                                    unknown, budget)
         except Exception as ex:  # attachments of the wrong type, and the like
             raise BadResponse(f"{task.log_location}: unreadable sample {sample_id}/{epoch}: "
                               f"{type(ex).__name__}: {ex}") from ex
