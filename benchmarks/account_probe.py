@@ -48,7 +48,9 @@ METHODS = [
     # start a view or end a sample, and within "buffer tail (moved)")
     ("watcher.sources.buffer", "SampleBufferReader", "_tail", "    reader: tail new rows"),
     ("watcher.sources.buffer", "SampleBufferReader", "_still_there",
-     "    reader: rows not replaced"),
+     "    reader: rows not replaced (one)"),
+    ("watcher.sources.buffer", "SampleBufferReader", "_views_intact",
+     "    reader: rows not replaced (batch)"),
     ("watcher.sources.buffer", "SampleBufferReader", "_status", "    reader: sample status"),
     ("watcher.sources.buffer", "SampleBufferReader", "_prompts", "    reader: prompts"),
     ("watcher.sources.buffer", "SampleBufferReader", "_attachments",

@@ -954,3 +954,44 @@ def test_garbled_cursors_read_as_the_server_reads_them(raw: bytes) -> None:
     assert decode_cursor(token) == (nonce, max(0, offset))
     for junk in ("", "x", "!!!!", "é"):
         assert decode_cursor(junk) == server_decode(junk) == (None, 0)
+
+
+def test_a_batch_asks_once_whether_its_samples_rows_were_replaced(setup: Any) -> None:
+    """A cycle's reads check that each attempt's rows are still there (a retry replaces
+    them) with one statement for every tracked sample, not one per read; a sample whose
+    rows were replaced since still goes back to the control channel."""
+    buf, inner, src, task = setup
+    buf.db.execute("UPDATE samples SET data = ?", (json.dumps(
+        {"id": "s1", "epoch": 1, "uuid": "UUID", "retries": 0, "completed": False}),))
+    buf.event("a")
+    p1 = _read(src, task, None)  # the control channel's: confirms the nonce derivation
+    _second_sample(buf, "U2")
+    p2 = src.events(task, "s2", 1, since=None, types=None, tier="content")  # type: ignore[arg-type]
+    assert len(inner.calls) == 1
+    reader = src._readers["e"]
+    assert reader is not None
+    buf.event("b")
+    buf.db.execute("INSERT INTO events (event_id, sample_id, sample_epoch, data) VALUES "
+                   "('z', 's2', 1, ?)", (json.dumps({"uuid": "z", "event": "tool",
+                                                     "timestamp": 1.0}),))
+    statements: list[str] = []
+    reader._conn.set_trace_callback(statements.append)
+    with src.read_batch(task):
+        reader._tailed_at = float("-inf")  # (the tail is due)
+        g1 = _read(src, task, p1.next)
+        g2 = src.events(task, "s2", 1, since=p2.next, types=None, tier="content")  # type: ignore[arg-type]
+    assert [e["uuid"] for e in g1.events] == ["b"]
+    assert [e["uuid"] for e in g2.events] == ["z"]
+    assert len(inner.calls) == 1, "the buffer should have served both reads"
+    assert sum("EXISTS" in s for s in statements) == 1, statements
+    assert not [s for s in statements if s.startswith("SELECT 1 FROM events")]
+    # s2 retried: its rows replaced by the new attempt's
+    buf.db.execute("DELETE FROM events WHERE sample_id = 's2'")
+    for n in ("x2", "y2", "z2", "w2"):
+        buf.db.execute("INSERT INTO events (event_id, sample_id, sample_epoch, data) "
+                       "VALUES (?, 's2', 1, ?)",
+                       (n, json.dumps({"uuid": n, "event": "tool", "timestamp": 1.0})))
+    with src.read_batch(task):
+        reader._tailed_at = float("-inf")
+        src.events(task, "s2", 1, since=g2.next, types=None, tier="content")  # type: ignore[arg-type]
+    assert len(inner.calls) == 2, "a replaced attempt was served from the buffer"
