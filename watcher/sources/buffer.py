@@ -188,6 +188,11 @@ class _View:
                     self.broken = True
         self.data[uuid] = data
 
+    def a_row(self) -> str | None:
+        """An event of the attempt the buffer held (the anchor, else the first kept):
+        while its row is there, none of the attempt's rows were replaced."""
+        return self.anchor or (self.uuids[0] if self.uuids else None)
+
     def rotate_tailed(self, named: dict[str, str] | None = None) -> None:
         """After a read: the tail's attachments it did not name are kept one read more
         (``tailed_before``); those the tail brings next start afresh."""
@@ -279,7 +284,6 @@ class SampleBufferReader:
                 return
             self._conn.execute("BEGIN")
             self._held = True
-            self._intact = None
             try:
                 yield
             finally:
@@ -527,9 +531,9 @@ class SampleBufferReader:
     def _views_intact(self) -> dict[tuple[str, int], _View]:
         """The tracked views one of whose rows (the anchor, else the first) is still in
         the buffer, by an index search per view in one statement per chunk."""
-        asks = [(key, view, view.anchor or view.uuids[0])
-                for key, view in self._views.items()
-                if not view.final and not view.broken and (view.anchor or view.uuids)]
+        asks = [(key, view, uuid) for key, view in self._views.items()
+                if not view.final and not view.broken
+                and (uuid := view.a_row()) is not None]
         found: set[tuple[str, int]] = set()
         for i in range(0, len(asks), INTACT_CHUNK):
             chunk = asks[i:i + INTACT_CHUNK]
@@ -586,7 +590,7 @@ class SampleBufferReader:
             view.last = offset
             if final:
                 view.final = True  # tailed in this snapshot, after it finished
-            check = view.anchor or (view.uuids[0] if view.uuids else None)
+            check = view.a_row()
             if view.broken or offset > view.base + len(view.uuids) or (
                     not kept and check is not None
                     and not self._not_replaced(key, view, check)):
