@@ -168,3 +168,44 @@ class _Sink:
     def notice(self, n: Any) -> None: ...
     def status(self, snapshot: Any) -> None: ...
     def stop(self, summary: Any = None) -> None: ...
+
+
+def test_a_routed_findings_hand_off_is_made_once_until_its_eval_exits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live watch routes each open finding again every poll: its hand-off and actions
+    are made once for all they read, and made anew when one of those changes (here the
+    eval's process exits between two snapshots, so the later one offers only the log)."""
+    from dataclasses import replace
+
+    from watcher.run import router as router_module
+
+    made: list[str] = []
+    real = router_module.finding_handoff
+
+    def counting(f: Finding, **kw: Any) -> str:
+        made.append(f.id)
+        return real(f, **kw)
+
+    monkeypatch.setattr(router_module, "finding_handoff", counting)
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)
+    try:
+        sink = _Sink()
+        router = Router(WatchState(), [sink])
+        first = _finding(proc.pid)
+        for count in (3, 4, 5):  # the same loop, seen again as it grows
+            router.route(replace(first, count=count))
+        assert made == ["f1"]
+        assert "kill -INT" in router.findings["f1"].handoff
+        assert "interrupt_run" in [a["verb"] for a in router.findings["f1"].actions]
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait()
+        router.route(replace(first, count=6))
+        assert made == ["f1", "f1"]
+        assert "has exited" in router.findings["f1"].handoff
+        assert [a["verb"] for a in router.findings["f1"].actions] == ["view_log"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from watcher.findings import SPEND_FACTS, Finding, Notice, confidence_rank
-from watcher.handoff import Actions, finding_actions, finding_handoff
+from watcher.handoff import Actions, finding_actions, finding_handoff, process_running
 from watcher.run.values import Origin, Output
 from watcher.state import Reported, SampleDone, WatchState
 from watcher.summary import ReportContext, RunSummary, StatusSnapshot
@@ -101,6 +101,10 @@ def _observer_handoff(f: Finding, live: bool, log_hint: bool, remote: bool = Fal
     return finding_handoff(f, live=live, log_hint=log_hint, remote=remote, exited=None)
 
 
+# the observer's hand-offs remembered (at most this many; then forgotten all at once)
+OBSERVER_MEMO = 4096
+
+
 def _observer_actions(f: Finding, live: bool, log_hint: bool,
                       remote: bool = False) -> list[dict[str, Any]]:
     return finding_actions(f, live=live, log_hint=log_hint, remote=remote)
@@ -156,6 +160,8 @@ class Router:
         # finding id -> the spend facts of its snapshot last sent in this watch
         self._sent: dict[str, tuple[Any, ...]] = {}
         self._next_save = 0.0  # time.monotonic() before which no save starts
+        # the observer's hand-off and actions by all they are made of (see _handed)
+        self._handed_memo: dict[tuple[Any, ...], tuple[str, tuple[dict[str, Any], ...]]] = {}
 
     @property
     def output_failed(self) -> bool:
@@ -204,8 +210,8 @@ class Router:
             # is still the one it ran in (and the hand-off must not offer to stop it)
             item = replace(item, sample=replace(item.sample, pid=origin.server.pid))
         live, remote = self.live_eval(eval_id), self.remote_eval(eval_id)
-        item = replace(item, handoff=self.handoff(item, live, self.log_hints, remote),
-                       actions=tuple(self.actions(item, live, self.log_hints, remote)))
+        handoff, actions = self._handed(item, live, remote)
+        item = replace(item, handoff=handoff, actions=actions)
         self.findings[item.id] = item
         if not self.shown(item):
             return
@@ -231,6 +237,29 @@ class Router:
             self._dirty = True
         for n in audit:
             self.route(n)
+
+    def _handed(self, f: Finding, live: bool,
+                remote: bool) -> tuple[str, tuple[dict[str, Any], ...]]:
+        """The finding's hand-off and actions. The observer's read nothing of a finding
+        but its rule's own hand-off, its category and its sample, and of the eval whether
+        it is live, remote, and its process has exited: made once for those (a live
+        watch routes each open finding again every poll, and a sample's findings share
+        them), where a watchdog's (which say what it did) are made each time."""
+        if self.handoff is not _observer_handoff or self.actions is not _observer_actions:
+            return (self.handoff(f, live, self.log_hints, remote),
+                    tuple(self.actions(f, live, self.log_hints, remote)))
+        exited = live and not remote and process_running(f.sample.pid) is False
+        key = (f.handoff, f.category, f.sample, live, remote, exited, self.log_hints)
+        got = self._handed_memo.get(key)
+        if got is None:
+            if len(self._handed_memo) >= OBSERVER_MEMO:
+                self._handed_memo.clear()
+            got = self._handed_memo[key] = (
+                finding_handoff(f, live=live, log_hint=self.log_hints, remote=remote,
+                                exited=exited),
+                tuple(finding_actions(f, live=live, log_hint=self.log_hints, remote=remote,
+                                      exited=exited)))
+        return got
 
     def _grew(self, f: Finding) -> bool:
         """Whether a reported finding's snapshot that is not news says more than what was
