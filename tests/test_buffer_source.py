@@ -8,10 +8,12 @@ control channel.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -461,6 +463,70 @@ def test_moved_samples_are_read_without_waiting_for_the_listing() -> None:
         if tw._listing is not None:
             tw._listing.result()
         assert src.listings == 3  # still listed every few seconds, for status changes
+
+
+class InProcessSource(MovedSource):
+    """A buffer that serves every read in process and says when its batches open."""
+
+    def __init__(self, log: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.log = log
+        self.rows = ["s1", "s2", "s3", "s4", "s5"]
+
+    def reads_in_process(self, task: TaskInfo, sample_id: str, epoch: int,
+                         since: str | None) -> bool:
+        return True
+
+    @contextlib.contextmanager
+    def read_batch(self, task: TaskInfo) -> Iterator[None]:
+        self.log.append(("batch", ""))
+        yield
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: str, limit: int = 500) -> EventPage:
+        self.log.append(("read", sample_id))
+        return super().events(task, sample_id, epoch, since=since, types=types, tier=tier,
+                              limit=limit)
+
+
+def test_a_cycles_buffer_reads_are_made_a_few_at_a_time_before_they_are_applied(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads the buffer serves in process are made READ_AHEAD at a time, in one batch
+    for the cycle, and only then applied: the rules' working set stays warm through
+    the applies (read and applied one by one, the same tool events cost the rules twice
+    as much live as post hoc), and no more than READ_AHEAD pages are held at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import watcher.run.runner as runner
+    from watcher.app import WatchOptions, load_engine
+    from watcher.run.tracked import TrackedSample
+    from watcher.run.values import RunOptions
+
+    log: list[tuple[str, str]] = []
+    real_apply = TrackedSample.apply
+
+    def apply(self: TrackedSample, item: Any, now: float) -> None:
+        log.append(("apply", self.sample_id))
+        real_apply(self, item, now)
+
+    monkeypatch.setattr(TrackedSample, "apply", apply)
+    monkeypatch.setattr(runner, "READ_AHEAD", 2)
+    src = InProcessSource(log)
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
+    with ThreadPoolExecutor(2) as pool:
+        tw = runner.TaskWatcher(src, task, load_engine(WatchOptions()), RunOptions(),  # type: ignore[arg-type]
+                                WatchState(), lambda out: None, pool)
+        tw.cycle(100.0)  # lists, and reads every sample it lists
+        log.clear()
+        src.moved = {(s, 1) for s in src.rows}
+        tw.cycle(100.5)
+    reads = [x for x in log if x[0] != "apply"]
+    assert reads[0] == ("batch", "") and ("batch", "") not in reads[1:], log
+    kinds = [k for k, _ in log[1:]]
+    assert kinds == ["read", "read", "apply", "apply", "read", "read", "apply", "apply",
+                     "read", "apply"], log
+    # each chunk applied in the order it was read
+    assert [s for k, s in log if k == "read"] == [s for k, s in log if k == "apply"]
 
 
 def _second_sample(buf: FakeBuffer, uuid: str) -> None:

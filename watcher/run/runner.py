@@ -63,6 +63,9 @@ REFRESH_EVERY = 5.0
 # (ask the eval) at least this often, for status changes and attempts
 LISTING_EVERY_WITH_BUFFER = 3.0
 
+# buffer reads of a cycle made before any of them is applied (see TaskWatcher._fetched)
+READ_AHEAD = 32
+
 
 def _moved(prev: SampleRow, row: SampleRow, recent: float) -> bool:
     """Whether a row of a full listing shows anything since the previous listing."""
@@ -373,9 +376,16 @@ class TaskWatcher:
             (here if local else there).append(tracked)
         futures = {self.pool.submit(fetch, tracked.stream): tracked for tracked in there}
         if here:
+            # read a few at a time, then handed over to be applied: the rules' working
+            # set (their code, RE2's automata) stays warm through the applies instead of
+            # being evicted by the reads between each (tool events cost the rules twice
+            # as much live as post hoc, read one by one); at most READ_AHEAD pages are
+            # held at once
             with self.source.read_batch(self.task):
-                for tracked in here:
-                    yield tracked, fetch(tracked.stream)
+                for at in range(0, len(here), READ_AHEAD):
+                    got = [(tracked, fetch(tracked.stream))
+                           for tracked in here[at:at + READ_AHEAD]]
+                    yield from got
         for future in as_completed(futures):
             yield futures[future], future.result()
 
