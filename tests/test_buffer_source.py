@@ -472,6 +472,7 @@ class InProcessSource(MovedSource):
         super().__init__()
         self.log = log
         self.rows = ["s1", "s2", "s3", "s4", "s5"]
+        self.with_events = False  # each sample's second read brings one tool event
 
     def reads_in_process(self, task: TaskInfo, sample_id: str, epoch: int,
                          since: str | None) -> bool:
@@ -485,16 +486,26 @@ class InProcessSource(MovedSource):
     def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
                types: frozenset[str] | None, tier: str, limit: int = 500) -> EventPage:
         self.log.append(("read", sample_id))
-        return super().events(task, sample_id, epoch, since=since, types=types, tier=tier,
+        page = super().events(task, sample_id, epoch, since=since, types=types, tier=tier,
                               limit=limit)
+        if self.with_events and since is not None and decode_cursor(since)[1] == 0:
+            page = EventPage(events=[{
+                "uuid": f"{sample_id}-t1", "event": "tool", "type": "function", "id": "c1",
+                "function": "bash", "arguments": {"cmd": "ls"}, "result": "a b",
+                "timestamp": "2026-01-01T00:00:00+00:00",
+                "completed": "2026-01-01T00:00:01+00:00"}],
+                next=encode_cursor(NONCE, 1), done=False)
+        return page
 
 
+@pytest.mark.parametrize("pages, events, with_events", [(2, 1000, False), (10, 2, True)])
 def test_a_cycles_buffer_reads_are_made_a_few_at_a_time_before_they_are_applied(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reads the buffer serves in process are made READ_AHEAD at a time, in one batch
-    for the cycle, and only then applied: the rules' working set stays warm through
-    the applies (read and applied one by one, the same tool events cost the rules twice
-    as much live as post hoc), and no more than READ_AHEAD pages are held at once."""
+        monkeypatch: pytest.MonkeyPatch, pages: int, events: int, with_events: bool) -> None:
+    """Reads the buffer serves in process are made a run at a time, in one batch for
+    the cycle, and only then applied: the rules' working set stays warm through the
+    applies (read and applied one by one, the same tool events cost the rules twice as
+    much live as post hoc). A run ends at READ_AHEAD pages or READ_AHEAD_EVENTS events
+    (here 2 pages; then 2 events, a page holding one), bounding what is held."""
     from concurrent.futures import ThreadPoolExecutor
 
     import watcher.run.runner as runner
@@ -510,7 +521,8 @@ def test_a_cycles_buffer_reads_are_made_a_few_at_a_time_before_they_are_applied(
         real_apply(self, item, now)
 
     monkeypatch.setattr(TrackedSample, "apply", apply)
-    monkeypatch.setattr(runner, "READ_AHEAD", 2)
+    monkeypatch.setattr(runner, "READ_AHEAD", pages)
+    monkeypatch.setattr(runner, "READ_AHEAD_EVENTS", events)
     src = InProcessSource(log)
     task = TaskInfo(eval_id="e", task="t", task_id="t", model="m")
     with ThreadPoolExecutor(2) as pool:
@@ -518,8 +530,12 @@ def test_a_cycles_buffer_reads_are_made_a_few_at_a_time_before_they_are_applied(
                                 WatchState(), lambda out: None, pool)
         tw.cycle(100.0)  # lists, and reads every sample it lists
         log.clear()
+        src.with_events = with_events
         src.moved = {(s, 1) for s in src.rows}
         tw.cycle(100.5)
+    if with_events:  # the events were read, and applied
+        assert all(t.stream.resume_at is not None and decode_cursor(
+            t.stream.resume_at)[1] == 1 for t in tw.samples.values())
     reads = [x for x in log if x[0] != "apply"]
     assert reads[0] == ("batch", "") and ("batch", "") not in reads[1:], log
     kinds = [k for k, _ in log[1:]]

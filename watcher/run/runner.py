@@ -63,8 +63,10 @@ REFRESH_EVERY = 5.0
 # (ask the eval) at least this often, for status changes and attempts
 LISTING_EVERY_WITH_BUFFER = 3.0
 
-# buffer reads of a cycle made before any of them is applied (see TaskWatcher._fetched)
-READ_AHEAD = 32
+# buffer reads of a cycle made before any of them is applied, and the most events they
+# may hold between them (see TaskWatcher._fetched)
+READ_AHEAD = 128
+READ_AHEAD_EVENTS = 2000
 
 
 def _moved(prev: SampleRow, row: SampleRow, recent: float) -> bool:
@@ -376,16 +378,23 @@ class TaskWatcher:
             (here if local else there).append(tracked)
         futures = {self.pool.submit(fetch, tracked.stream): tracked for tracked in there}
         if here:
-            # read a few at a time, then handed over to be applied: the rules' working
-            # set (their code, RE2's automata) stays warm through the applies instead of
+            # read a run of them, then handed over to be applied: the rules' working set
+            # (their code, RE2's automata) stays warm through the applies instead of
             # being evicted by the reads between each (tool events cost the rules twice
-            # as much live as post hoc, read one by one); at most READ_AHEAD pages are
-            # held at once
+            # as much live as post hoc, read one by one). A run ends at READ_AHEAD pages
+            # or READ_AHEAD_EVENTS events, whichever comes first: what is held is bounded
             with self.source.read_batch(self.task):
-                for at in range(0, len(here), READ_AHEAD):
-                    got = [(tracked, fetch(tracked.stream))
-                           for tracked in here[at:at + READ_AHEAD]]
-                    yield from got
+                got: list[tuple[TrackedSample, StreamItem | SourceError]] = []
+                held = 0
+                for tracked in here:
+                    result = fetch(tracked.stream)
+                    got.append((tracked, result))
+                    if isinstance(result, StreamItem):
+                        held += len(result.events)
+                    if len(got) >= READ_AHEAD or held >= READ_AHEAD_EVENTS:
+                        yield from got
+                        got, held = [], 0
+                yield from got
         for future in as_completed(futures):
             yield futures[future], future.result()
 
