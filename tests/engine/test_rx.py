@@ -172,10 +172,11 @@ _ASCII_TEXT = st.text(st.sampled_from(list(
 
 def _both(p: Pattern, text: str) -> tuple[object, object]:
     """A text's answer from the ASCII program and from the UTF-8 one."""
-    assert p._amatch is not None
+    ascii = p._amatch or p._ascii_match()  # (a built-in pattern's: built on first use)
+    assert ascii is not None
     data = text.encode("ascii")
     utf8 = p._utf8_match()
-    return (p._amatch(_UNANCHORED, data, 0, len(data))[0],
+    return (ascii(_UNANCHORED, data, 0, len(data))[0],
             utf8(_UNANCHORED, data, 0, len(data))[0])
 
 
@@ -244,7 +245,10 @@ def test_every_pack_regex_has_an_ascii_program() -> None:
         load_rules(builtin=True, user_dir=False)
     finally:
         Pattern.__init__ = original  # type: ignore[method-assign]
-    assert built and all(p._amatch is not None for p in built)
+    assert built and all(p.ascii is not None for p in built)
+    for p in built:  # (built when an ASCII text first needs it: re2_known.KNOWN_ASCII)
+        p.search("an ASCII text")
+        assert p._amatch is not None
 
 
 # observed by replacing rx._known_utf8, which a compiled rx does not look up again (the
@@ -285,6 +289,7 @@ def test_a_known_utf8_program_waits_and_another_is_built_at_once(
         return False
 
     monkeypatch.setattr(rx, "_known_utf8", unknown)
+    monkeypatch.setattr(rx, "_known_ascii", lambda ascii: False)  # (built at load)
     Engine(load_rules(paths=[], builtin=True), [])
     monkeypatch.undo()
     assert made
@@ -295,3 +300,55 @@ def test_a_known_utf8_program_waits_and_another_is_built_at_once(
         # a library's list redefined: another pattern, built at once as before
         changed = rx.Pattern(pattern, flags, translated + "|zzz", ascii + "|zzz")
         assert changed._match is not None
+
+
+@_SOURCES_ONLY
+def test_the_known_ascii_programs_are_the_built_in_packs() -> None:
+    """re2_known.KNOWN_ASCII names exactly the ASCII programs of the built-in pack (each
+    of which RE2 builds); a built-in regex changed without writing the list anew fails
+    here."""
+    from tests.engine.re2_known import pack_ascii_patterns
+    from watcher.engine.re2_known import KNOWN_ASCII
+    from watcher.engine.rx import utf8_digest
+
+    assert {utf8_digest(t) for t in pack_ascii_patterns()} == KNOWN_ASCII, (
+        "write the list anew: python -m tests.engine.re2_known")
+
+
+@_SOURCES_ONLY
+def test_a_known_ascii_program_waits_until_a_text_needs_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A built-in pattern's ASCII program is built when an ASCII text is first searched,
+    and answers as one built at load does; a pattern the pack does not make (a user's,
+    or a library list redefined) is built when its rule loads, as before, so one RE2
+    cannot build is refused then."""
+    import sys
+
+    from watcher.engine import Engine, load_rules, rx
+
+    made: list[tuple[str, int, str, str]] = []
+
+    def unknown(ascii: str) -> bool:
+        me = sys._getframe(1).f_locals["self"]
+        made.append((me.pattern, me.flags, me.translated, ascii))
+        return False
+
+    monkeypatch.setattr(rx, "_known_ascii", unknown)
+    Engine(load_rules(paths=[], builtin=True), [])
+    monkeypatch.undo()
+    assert len(made) > 50
+    texts = ["", "ls -la", "cat tests/test_x.py", "final answer: 42", "Traceback (most recent "
+             "call last):\n  File \"x.py\", line 3\nValueError: bad", "pytest -q tests/"]
+    for pattern, flags, translated, ascii in made:
+        known = rx.Pattern(pattern, flags, translated, ascii)
+        assert known._amatch is None and known._match is None  # nothing built yet
+        other = rx.Pattern(pattern, flags, translated + "|zzzz", ascii + "|zzzz")
+        assert other._amatch is not None  # not the pack's: built at once
+        with monkeypatch.context() as m:
+            m.setattr(rx, "_known_ascii", lambda ascii: False)
+            eager = rx.Pattern(pattern, flags, translated, ascii)  # as at load before
+        assert eager._amatch is not None
+        for text in texts:
+            assert known.search(text) == eager.search(text), (pattern, text)
+        assert known._amatch is not None and known._match is None
+

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import re2 as _re2
 
-from watcher.engine.re2_known import KNOWN_UTF8
+from watcher.engine.re2_known import KNOWN_ASCII, KNOWN_UTF8
 
 MAX_REPEAT: Final = 1000  # RE2's bound on a counted repeat
 MAX_MEM: Final = 64 << 20  # per pattern; RE2 builds its DFA states lazily within it
@@ -291,6 +291,14 @@ def _known_utf8(translated: str) -> bool:
     return utf8_digest(translated) in KNOWN_UTF8
 
 
+def _known_ascii(ascii: str) -> bool:
+    """Whether RE2 is known to build the ASCII program of ``ascii`` (a translation for
+    ASCII texts) and nothing about it is checked at once: a built-in rule's, as the
+    built-in pack makes it. Such a program is built when a text first needs it; in a
+    scan most are never searched (their rules' texts fail the shared prefilter)."""
+    return utf8_digest(ascii) in KNOWN_ASCII
+
+
 def _ascii_only(translated: str) -> bool:
     """Whether an RE2 pattern names no character outside ASCII: only then does a Latin-1
     program of it match an ASCII text exactly as the UTF-8 one does."""
@@ -323,14 +331,25 @@ class Pattern:
         self._match: Any = None
         self._amatch: Any = None
         if self.ascii is not None:
-            arx = _re2._re2.RE2(self.ascii.encode("ascii"), _LATIN1)
-            if arx.ok():
-                self._amatch = arx.Match
-                if arx.ProgramSize() > EAGER_UTF8_ABOVE and not _known_utf8(self.translated):
-                    self._utf8_match()
+            if _known_ascii(self.ascii):
+                return  # built on first use (_ascii_match)
+            if self._ascii_match() is not None:
                 return
-            self.ascii = None
         self._utf8_match()
+
+    def _ascii_match(self) -> Any:
+        """The ASCII program's match, built now (``None``: RE2 cannot build it, and the
+        UTF-8 program answers every text). Its UTF-8 twin is checked at once when it is
+        large (see EAGER_UTF8_ABOVE)."""
+        assert self.ascii is not None
+        arx = _re2._re2.RE2(self.ascii.encode("ascii"), _LATIN1)
+        if not arx.ok():
+            self.ascii = None
+            return None
+        m = self._amatch = arx.Match
+        if arx.ProgramSize() > EAGER_UTF8_ABOVE and not _known_utf8(self.translated):
+            self._utf8_match()
+        return m
 
     def _utf8_match(self) -> Any:
         """The UTF-8 program's match (built on first use)."""
@@ -345,9 +364,12 @@ class Pattern:
     def _pick(self, text: str) -> tuple[Any, bytes]:
         """The program for ``text`` and the bytes it reads (the same offsets in both:
         an ASCII text's bytes are its characters)."""
-        am = self._amatch
-        if am is not None and text.isascii():
-            return am, text.encode("ascii")
+        if self.ascii is not None and text.isascii():
+            am = self._amatch
+            if am is None:
+                am = self._ascii_match()
+            if am is not None:
+                return am, text.encode("ascii")
         m = self._match
         if m is None:
             m = self._utf8_match()
