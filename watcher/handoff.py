@@ -120,6 +120,12 @@ def process_running(pid: int | None) -> bool | None:
     return stat.rpartition(b")")[2].split()[:1] != [b"Z"]
 
 
+def eval_exited(pid: int | None, live: bool, remote: bool) -> bool:
+    """Whether a live eval read here (not through a shared buffer) has exited since: its
+    process ``pid`` no longer runs, so nothing is offered that would stop it."""
+    return live and not remote and process_running(pid) is False
+
+
 def handoff_text(f: Finding, pid: int | None, inspect_has_sample_cancel: bool,
                  live: bool = True, log_hint: bool = True, remote: bool = False,
                  exited: bool = False) -> str:
@@ -247,7 +253,7 @@ def finding_handoff(f: Finding, live: bool = True, log_hint: bool = True,
     if any(marker in f.handoff for marker in MARKERS):
         return f.handoff
     if exited is None:
-        exited = live and not remote and process_running(f.sample.pid) is False
+        exited = eval_exited(f.sample.pid, live, remote)
     generated = handoff_text(f, f.sample.pid, live and detect_sample_cancel(), live=live,
                              log_hint=log_hint, remote=remote, exited=exited)
     return f"{f.handoff.rstrip()}\n{generated}" if f.handoff.strip() else generated
@@ -328,7 +334,7 @@ def finding_actions(f: Finding, *, live: bool = True, log_hint: bool = True,
     """
     s = f.sample
     if exited is None:
-        exited = live and not remote and process_running(s.pid) is False
+        exited = eval_exited(s.pid, live, remote)
     out: list[dict[str, Any]] = []
     if live and not exited:
         where = "eval_host" if remote else "here"

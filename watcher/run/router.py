@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from watcher.findings import SPEND_FACTS, Finding, Notice, confidence_rank
-from watcher.handoff import Actions, finding_actions, finding_handoff, process_running
+from watcher.handoff import Actions, eval_exited, finding_actions, finding_handoff
 from watcher.run.values import Origin, Output
 from watcher.state import Reported, SampleDone, WatchState
 from watcher.summary import ReportContext, RunSummary, StatusSnapshot
@@ -97,12 +97,12 @@ def _spend(f: Finding) -> tuple[Any, ...]:
     return tuple(facts.get(k) for k in SPEND_FACTS)
 
 
-def _observer_handoff(f: Finding, live: bool, log_hint: bool, remote: bool = False) -> str:
-    return finding_handoff(f, live=live, log_hint=log_hint, remote=remote, exited=None)
-
-
 # the observer's hand-offs remembered (at most this many; then forgotten all at once)
 OBSERVER_MEMO = 4096
+
+
+def _observer_handoff(f: Finding, live: bool, log_hint: bool, remote: bool = False) -> str:
+    return finding_handoff(f, live=live, log_hint=log_hint, remote=remote, exited=None)
 
 
 def _observer_actions(f: Finding, live: bool, log_hint: bool,
@@ -248,7 +248,7 @@ class Router:
         if self.handoff is not _observer_handoff or self.actions is not _observer_actions:
             return (self.handoff(f, live, self.log_hints, remote),
                     tuple(self.actions(f, live, self.log_hints, remote)))
-        exited = live and not remote and process_running(f.sample.pid) is False
+        exited = eval_exited(f.sample.pid, live, remote)
         key = (f.handoff, f.category, f.sample, live, remote, exited, self.log_hints)
         got = self._handed_memo.get(key)
         if got is None:
