@@ -78,6 +78,7 @@ INTERPRETED = [
     "watcher/engine/lang/predicates.py",
     "watcher/engine/lang/templates.py",
     "watcher/engine/re2_known.py",
+    "watcher/engine/rxcache.py",
     "watcher/engine/rulecache.py",
 ]
 # not watcher/findings.py: its frozen dataclasses, compiled, cannot be unpickled, and

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from watcher.engine import rxcache
 from watcher.engine.errors import (
     DuplicateIdError,
     FileError,
@@ -232,6 +233,7 @@ def load_rules(
             rule.replaces = prev[1].replaces + (prev[1].source,)
             del chosen[rule.id]
         chosen[rule.id] = (level, rule)
+    rxcache.flush()  # the regex analyses made loading these rules, for the next load
     if errors:
         raise RuleLoadErrors(errors)
 

@@ -63,16 +63,9 @@ def _name(text: str) -> str:
 
 def load(text: str) -> list[Entry] | None:
     """What was stored for ``text``, or ``None`` (never stored, turned off, unreadable)."""
-    where = cache_dir()
-    if where is None:
+    payload = read(_name(text))
+    if payload is None:
         return None
-    try:
-        raw = (where / _name(text)).read_bytes()
-    except (OSError, ValueError):
-        return None
-    payload = raw[_SUM:]
-    if len(raw) <= _SUM or hashlib.sha256(payload).digest() != raw[:_SUM]:
-        return None  # torn or altered: parsed again, and stored anew
     try:
         entries = marshal.loads(payload)
     except (EOFError, ValueError, TypeError):
@@ -85,24 +78,49 @@ def load(text: str) -> list[Entry] | None:
 
 def store(text: str, entries: list[Entry]) -> None:
     """Keep what ``text`` parsed to (best effort: written whole or not at all)."""
-    where = cache_dir()
-    if where is None:
-        return
     try:
         payload = marshal.dumps(entries)
     except ValueError:  # a value marshal does not take (none that YAML builds)
         return
+    if write(_name(text), payload):
+        where = cache_dir()
+        if where is not None:
+            with contextlib.suppress(OSError):
+                _prune(where)
+
+
+def read(name: str) -> bytes | None:
+    """The payload of the cache file ``name``, or ``None`` (missing, turned off,
+    unreadable, or its checksum does not match: torn or altered)."""
+    where = cache_dir()
+    if where is None:
+        return None
+    try:
+        raw = (where / name).read_bytes()
+    except (OSError, ValueError):
+        return None
+    payload = raw[_SUM:]
+    if len(raw) <= _SUM or hashlib.sha256(payload).digest() != raw[:_SUM]:
+        return None
+    return payload
+
+
+def write(name: str, payload: bytes) -> bool:
+    """Write the cache file ``name`` whole or not at all (best effort): whether written."""
+    where = cache_dir()
+    if where is None:
+        return False
     tmp = None
     try:
         where.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=where, prefix=".part-")
         with os.fdopen(fd, "wb") as fh:
             fh.write(hashlib.sha256(payload).digest() + payload)
-        os.replace(tmp, where / _name(text))
+        os.replace(tmp, where / name)
         tmp = None
-        _prune(where)
+        return True
     except OSError:
-        pass
+        return False
     finally:
         if tmp is not None:
             with contextlib.suppress(OSError):

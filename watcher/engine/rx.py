@@ -28,6 +28,7 @@ from typing import Any, Final
 import re2 as _re2
 
 from watcher.engine.re2_known import KNOWN_ASCII, KNOWN_UTF8
+from watcher.engine.rxcache import persistent
 
 MAX_REPEAT: Final = 1000  # RE2's bound on a counted repeat
 MAX_MEM: Final = 64 << 20  # per pattern; RE2 builds its DFA states lazily within it
@@ -73,6 +74,7 @@ def parse_regex(pattern: str, flags: int = 0) -> Any:
     return _p.parse(pattern, flags)
 
 
+@persistent("translate")  # kept between runs (rxcache): loading reads it for every regex
 def translate(pattern: str, flags: int = 0, ascii_text: bool = False) -> str:
     """RE2 syntax for ``re.compile(pattern, flags)``, matching where it matches.
 

@@ -28,7 +28,9 @@ from typing import Any
 
 import re2 as _re2  # google-re2
 
+from watcher.engine import rxcache
 from watcher.engine.rx import parse_regex
+from watcher.engine.rxcache import persistent
 from watcher.engine.scanmatch import text_hits
 
 # Python's whitespace within ASCII (str.isspace): RE2's \s lacks \v and \x1c-\x1f
@@ -51,6 +53,7 @@ class Untranslatable(Exception):
     """The pattern uses a construct the translation does not know."""
 
 
+@persistent("prefilter")  # kept between runs (rxcache)
 def prefilter_pattern(pattern: str, flags: int = 0, *, ascii_text: bool = True) -> str:
     """An RE2 pattern matching wherever ``re.compile(pattern, flags)`` does.
 
@@ -270,6 +273,7 @@ class Scanner:
                 self._sets = (None if len(pats) < self.min_patterns else
                               (_Set(pats, ascii_text=True), _Set(pats, ascii_text=False)))
                 self._built = len(pats)
+                rxcache.flush()  # the translations made, for the next run
 
     def hits(self, text: str) -> frozenset[int] | None:
         sets = self.ready()

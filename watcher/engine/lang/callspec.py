@@ -26,6 +26,7 @@ from watcher.engine.errors import BadValueError, MissingFieldError
 from watcher.engine.lang.ctx import Ctx, did_you_mean
 from watcher.engine.lang.regex import compile_regex, required_literals
 from watcher.engine.rx import Pattern, parse_regex
+from watcher.engine.rxcache import persistent
 from watcher.engine.shell import EFFECTS, ShellWords, SqlWords
 from watcher.engine.yamlsrc import Path_
 
@@ -261,9 +262,14 @@ def _starts(p: Pattern) -> frozenset[str] | None:
     """The characters every non-empty match of ``p`` starts with, or ``None`` (any, or
     not known: only literals, plain classes, groups, alternations and repeats are read,
     and a case-insensitive pattern is not)."""
+    return _first_chars(p.pattern, p.flags)
+
+
+@persistent("first-chars")  # kept between runs (rxcache)
+def _first_chars(pattern: str, flags: int) -> frozenset[str] | None:
     c = _sre_c
     try:
-        parsed = parse_regex(p.pattern, p.flags)
+        parsed = parse_regex(pattern, flags)
     except (re.error, RecursionError, ValueError):
         return None
     if parsed.state.flags & c.SRE_FLAG_IGNORECASE:

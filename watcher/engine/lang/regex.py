@@ -18,6 +18,7 @@ from typing import Any
 from watcher.engine.errors import BadRegexError, CatastrophicRegexError, UnsupportedRegexError
 from watcher.engine.lang.ctx import Ctx
 from watcher.engine.rx import Pattern, Unsupported, alternation, parse_regex
+from watcher.engine.rxcache import persistent
 from watcher.engine.yamlsrc import Path_
 
 Search = Callable[[str], Any]
@@ -119,15 +120,21 @@ def _danger(items: Any, in_repeat: bool) -> str | None:
     return None
 
 
+@persistent("shape")  # kept between runs (rxcache)
+def _shape(pattern: str, flags: int) -> str | None:
+    """What would backtrack in Python (W107), or ``None``; raises ``re.error`` (W106)."""
+    tree = parse_regex(pattern, flags)
+    _sre_compiler.compile(tree, flags)  # what only compiling finds (a look-behind's width)
+    return _danger(tree, False)
+
+
 def compile_regex(pattern: Any, ctx: Ctx, path: Path_, flags: int = 0) -> Pattern | None:
     """Compile a rule regex for RE2, rejecting syntax errors (W106), shapes that would
     backtrack in Python (W107) and what RE2 cannot match as Python does (W122)."""
     if not ctx.expect(pattern, str, path, "regex"):
         return None
     try:
-        tree = parse_regex(pattern, flags)
-        _sre_compiler.compile(tree, flags)  # what only compiling finds (a look-behind's width)
-        danger = _danger(tree, False)
+        danger = _shape(pattern, flags)
         compiled = Pattern(pattern, flags) if not danger else None
     except re.error as exc:
         ctx.error(BadRegexError, path, f"invalid regex: {exc}",
@@ -199,6 +206,7 @@ def required_literals(pattern: str, *, lowered: bool = False,
     return clauses[0] if clauses else None
 
 
+@persistent("clauses")  # kept between runs (rxcache)
 def required_clauses(pattern: str, *, lowered: bool = False,
                      ignore_case: bool = False) -> tuple[frozenset[str], ...]:
     """Sets of strings such that every match of ``pattern`` contains at least one string
