@@ -81,3 +81,18 @@ def test_a_tool_calls_arguments_read_as_the_encoder_writes_them(value: Any) -> N
     from watcher.events import to_text
 
     assert to_text(value) == json.dumps(value, default=str)
+
+
+def test_a_string_is_quoted_as_the_encoder_quotes_it() -> None:
+    """Every ASCII character, alone and in random runs, and what is not ASCII: quoted
+    as json.dumps quotes it (orjson writes the ASCII ones, DEL aside)."""
+    import json
+
+    from watcher.events import _quote
+
+    rng = random.Random(31)
+    texts = [chr(i) for i in range(128)] + ["", "é", "\u2028", "\ud800", "a\x7fb", "\U0001f600"]
+    texts += ["".join(chr(rng.randrange(128)) for _ in range(rng.randrange(1, 60)))
+              for _ in range(20_000)]
+    for t in texts:
+        assert _quote(t) == json.dumps(t), repr(t)
