@@ -14,7 +14,14 @@ neither). The difference divided by the events fed is the engine's cost per even
     python benchmarks/bench_instructions.py --tree /tmp/old-build   # any tree, e.g. a
         # compiled build of an earlier commit (``python setup.py build_ext --inplace``)
 
-Needs valgrind (``apt-get install valgrind``); 2-8 minutes per engine and stream.
+With ``--whole`` it counts whole processes instead, for each tree (the compiled build
+by default): starting a watch (``watch --once`` over an empty log dir) and the post-hoc
+scan of the 375 shared SWE-bench runs (``watch --once -j 1``), each after one run that
+fills the caches a watch keeps between runs (parsed rule files, regex analyses: a
+temporary ``INSPECT_WATCH_CACHE_DIR``), with the findings the scan wrote.
+
+Needs valgrind (``apt-get install valgrind``); 2-8 minutes per engine and stream, about
+3 minutes per tree with ``--whole``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -83,6 +91,42 @@ def measure(tree: str, stream: str, events: int, reps: int,
     return (counts[True] - counts[False]) / max(fed, 1), fed, found
 
 
+CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
+SWE = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
+
+
+def whole(trees: dict[str, str]) -> None:
+    """Instructions of whole ``watch`` processes: starting one, and the 375-run scan."""
+    if not SWE.is_file():
+        sys.exit(f"the shared corpus's SWE-bench log is not at {SWE} (INSPECT_WATCH_CORPUS)")
+    with tempfile.TemporaryDirectory(prefix="bench-instr-") as work:
+        empty, logs, cache = Path(work, "empty"), Path(work, "swe"), Path(work, "cache")
+        empty.mkdir()
+        logs.mkdir()
+        (logs / SWE.name).symlink_to(SWE)
+        out = Path(work, "findings.jsonl")
+        print(f"{'tree':<20}{'start-up instr.':>18}{'scan instr.':>18}{'findings':>10}")
+        for name, tree in trees.items():
+            env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=tree,
+                       INSPECT_WATCH_CACHE_DIR=str(cache / name))
+            counts = []
+            for where in (empty, logs):
+                cmd = [sys.executable, "-m", "watcher", "watch", "--log-dir", str(where),
+                       "--once", "--format", "jsonl", "-o", str(out), "--quiet", "-j", "1"]
+                subprocess.run(cmd, env=env, capture_output=True, cwd=work)  # the caches
+                out.unlink(missing_ok=True)  # (-o appends)
+                got = subprocess.run(["valgrind", "--tool=callgrind",
+                                      "--callgrind-out-file=/dev/null", *cmd],
+                                     env=env, capture_output=True, text=True, cwd=work)
+                m = _COLLECTED.search(got.stderr)
+                if got.returncode not in (0, 1) or m is None:
+                    sys.exit(f"callgrind run failed ({tree}):\n{got.stderr[-2000:]}")
+                counts.append(int(m.group(1)))
+            findings = len(out.read_text().splitlines())
+            print(f"{name:<20}{counts[0] / 1e9:>17.3f}G{counts[1] / 1e9:>17.3f}G"
+                  f"{findings:>10,}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", choices=["both", "pure", "compiled"], default="both")
@@ -91,6 +135,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="passes over the recorded corpus")
     ap.add_argument("--tree", action="append", default=[],
                     help="measure this source or build tree instead (repeatable)")
+    ap.add_argument("--whole", action="store_true",
+                    help="whole watch processes: starting one, and the 375-run scan")
     ap.add_argument("--child", choices=["synthetic", "recorded"], help=argparse.SUPPRESS)
     ap.add_argument("--feed", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -112,6 +158,10 @@ def main() -> None:
         from tests.compiled import compiled_tree
 
         trees["compiled"] = str(compiled_tree())
+    if args.whole:
+        whole({Path(t).name if args.tree else n: t for n, t in trees.items()
+               if n != "pure" or args.engine == "pure"})
+        return
     streams = ["synthetic", "recorded"] if args.stream == "both" else [args.stream]
     width = max(10, *(len(n) + 2 for n in trees))
     print(f"{'stream':<11}{'engine':<{width}}{'instructions/event':>20}{'events fed':>12}"
