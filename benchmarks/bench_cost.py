@@ -43,10 +43,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import FLOOR, REPO, banner, tmpdir  # noqa: E402
+from common import FLOOR, REPO, SWE, banner, tmpdir  # noqa: E402
 
-CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
-SWE = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
 TIME = "/usr/bin/time"  # GNU time (the Debian package "time")
 
 

@@ -18,7 +18,6 @@ for the built-in pack's event types). Decoding only, one process, best of ``--ro
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import zipfile
@@ -28,10 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import SWE as DEFAULT_LOG  # noqa: E402
 from common import banner  # noqa: E402
-
-CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
-DEFAULT_LOG = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
 
 
 def best(decode: Callable[[bytes], Any], blobs: list[bytes], rounds: int) -> float:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, banner  # noqa: E402
+from common import REPO, SWE, banner  # noqa: E402
 
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
@@ -89,10 +89,6 @@ def measure(tree: str, stream: str, events: int, reps: int,
             if compiled is not None and (out[out.index("compiled") + 1] == "True") != compiled:
                 sys.exit(f"{tree} did not import the {'compiled' if compiled else 'pure'} engine")
     return (counts[True] - counts[False]) / max(fed, 1), fed, found
-
-
-CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
-SWE = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
 
 
 def whole(trees: dict[str, str]) -> None:

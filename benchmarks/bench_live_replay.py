@@ -44,9 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_fleet import completion_times, reap, sample_peak, tail  # noqa: E402
 from common import REPO, banner, percentile, tmpdir, watch_cmd  # noqa: E402
+from common import SWE as LOG  # noqa: E402
 
-CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
-LOG = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
 _REF = re.compile(r"attachment://([0-9a-f]{32})")
 
 TASK = '''

@@ -26,8 +26,13 @@ if str(REPO) not in sys.path:
 
 from tests.evalproc import EvalProc, start_eval  # noqa: E402
 
-__all__ = ["REPO", "EvalProc", "start_eval", "banner", "children_cpu", "percentile",
-           "synthetic_events", "write_task_file", "wait_running", "watch_cmd", "fmt_rate"]
+# the shared corpus of real logs, and its 375 SWE-bench runs (the scans' common log)
+CORPUS = Path(os.environ.get("INSPECT_WATCH_CORPUS", "/work/shared/corpus/inspect"))
+SWE = CORPUS / "mswe-gemini3pro-swebench-replay.eval"
+
+__all__ = ["REPO", "CORPUS", "SWE", "EvalProc", "start_eval", "banner", "children_cpu",
+           "percentile", "synthetic_events", "write_task_file", "wait_running", "watch_cmd",
+           "fmt_rate"]
 
 
 # the floor of a post-hoc scan: a process that opens the ``.eval`` and decodes every
