@@ -82,11 +82,10 @@ def store(text: str, entries: list[Entry]) -> None:
         payload = marshal.dumps(entries)
     except ValueError:  # a value marshal does not take (none that YAML builds)
         return
-    if write(_name(text), payload):
-        where = cache_dir()
-        if where is not None:
-            with contextlib.suppress(OSError):
-                _prune(where)
+    where = write(_name(text), payload)
+    if where is not None:
+        with contextlib.suppress(OSError):
+            _prune(where)
 
 
 def read(name: str) -> bytes | None:
@@ -105,11 +104,12 @@ def read(name: str) -> bytes | None:
     return payload
 
 
-def write(name: str, payload: bytes) -> bool:
-    """Write the cache file ``name`` whole or not at all (best effort): whether written."""
+def write(name: str, payload: bytes) -> Path | None:
+    """Write the cache file ``name`` whole or not at all (best effort): the directory it
+    was written in, or ``None``."""
     where = cache_dir()
     if where is None:
-        return False
+        return None
     tmp = None
     try:
         where.mkdir(parents=True, exist_ok=True)
@@ -118,9 +118,9 @@ def write(name: str, payload: bytes) -> bool:
             fh.write(hashlib.sha256(payload).digest() + payload)
         os.replace(tmp, where / name)
         tmp = None
-        return True
+        return where
     except OSError:
-        return False
+        return None
     finally:
         if tmp is not None:
             with contextlib.suppress(OSError):

@@ -14,8 +14,8 @@ off); a miss is computed as before and kept. Only answers are kept: a call that 
 The table is named by a digest of this format, the package version, the Python version
 (the ``re`` parser is Python's) and the source of every module that wraps a function
 here (:data:`MODULES`; a test keeps the list whole): a change to any of them reads a
-new table. Nothing here can fail a load: a table
-that cannot be read or trusted is passed over, one that cannot be written is not.
+new table. Nothing here can fail a load: a table that cannot be read or trusted is
+passed over, one that cannot be written is not.
 """
 
 from __future__ import annotations
