@@ -136,3 +136,43 @@ def test_release_when_done_leaves_an_eval_the_watch_did_not_read_to_its_end() ->
         assert r.pop_notices() == []  # once
     finally:
         sessions.release = real
+
+
+def _zombie() -> subprocess.Popen[bytes]:
+    """A child that has exited and is not reaped yet (as an eval started by a script
+    that has not waited for it is)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    stat_path = Path(f"/proc/{child.pid}/stat")
+    while b") Z " not in stat_path.read_bytes():  # a condition, not a time
+        os.sched_yield()
+    return child
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_an_exited_child_not_yet_reaped_is_not_alive() -> None:
+    from watcher.discovery import pid_alive
+
+    child = _zombie()
+    try:
+        assert not pid_alive(child.pid)  # signal 0 still answers for a zombie
+        assert pid_alive(os.getpid())
+    finally:
+        child.wait()
+    assert not pid_alive(child.pid)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_release_when_done_sees_an_unreaped_eval_exit() -> None:
+    """A released eval that exited but whose parent has not reaped it is over: the watch
+    neither waits its grace for it nor says it has not exited (it waited 15 s and said so
+    of every eval a test or an agent had started and not yet waited for)."""
+    from watcher.sessions import Released, ReleaseWhenDone
+
+    child = _zombie()
+    try:
+        r = ReleaseWhenDone(wait=30.0)
+        r.released[child.pid] = Released(child.pid, True, "ok")
+        r.drain(1.0)
+        assert r.pop_notices() == []
+    finally:
+        child.wait()

@@ -58,7 +58,14 @@ def discovery_dir() -> Path:
 
 
 def pid_alive(pid: int) -> bool:
-    """True if ``pid`` is a live process (signal 0 probe)."""
+    """True if ``pid`` is a live process (signal 0 probe).
+
+    A process that exited but was not yet reaped by its parent (a zombie: an eval
+    started with ``subprocess.Popen`` by an agent or a script that has not waited for
+    it) still answers signal 0; on Linux its state in ``/proc`` says it is over. Without
+    that, ``watch --release-when-done`` waited its whole grace for an eval that had
+    exited, and said it had not.
+    """
     if pid <= 0:
         return False
     try:
@@ -67,7 +74,20 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """``pid`` has exited and waits to be reaped (Linux; elsewhere, never known)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat_line = fh.read()
+    except OSError:
+        return False
+    # "pid (comm) S ...": the command may hold spaces and parentheses, the state follows
+    # the last ")"
+    state = stat_line[stat_line.rfind(b")") + 2:stat_line.rfind(b")") + 3]
+    return state in (b"Z", b"X")
 
 
 def _untrusted(st: os.stat_result, what: str, want: int) -> str | None:
