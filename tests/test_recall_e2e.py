@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.evalproc import REPO
-from tests.test_watch_e2e import cli, findings, folded
+from tests.test_watch_e2e import KEEP, cli, findings, folded
 from watcher.findings import confidence_rank
 
 pytestmark = pytest.mark.e2e
@@ -34,12 +34,16 @@ def best(records: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
 def test_real_loop_shapes_reach_their_level_live_and_post_hoc(eval_runner: Any,
                                                               tmp_path: Path) -> None:
     env = {"QUALITY_TOOL_DELAY": "0.2"}
-    weak = eval_runner("quality_weak", task_file=QUALITY, env=env)
-    talk = eval_runner("quality_conversation", task_file=QUALITY, env=env)
+    # kept inspectable until the watch releases them: their samples take about a second,
+    # less than a busy machine can take to start the watch (CI once saw a watch begin
+    # after both had exited, and find nothing to watch)
+    weak = eval_runner("quality_weak", *KEEP, task_file=QUALITY, env=env)
+    talk = eval_runner("quality_conversation", *KEEP, task_file=QUALITY, env=env)
     weak.discovery()
     talk.discovery()
     out = tmp_path / "live.jsonl"
-    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3")
+    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3",
+               "--release-when-done")
     assert live.returncode == 0, live.stderr
     assert weak.wait() == 0 and talk.wait() == 0
     got = findings(out)
