@@ -176,3 +176,26 @@ def test_release_when_done_sees_an_unreaped_eval_exit() -> None:
         assert r.pop_notices() == []
     finally:
         child.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_a_process_whose_main_thread_ended_first_is_alive() -> None:
+    """Linux shows a process whose main thread exited as a zombie while its other threads
+    run on: it is alive until the last one ends."""
+    from watcher.discovery import pid_alive
+
+    code = ("import ctypes, sys, threading\n"
+            "threading.Thread(target=sys.stdin.read).start()\n"
+            "ctypes.CDLL(None).pthread_exit(None)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
+    assert child.stdin is not None
+    stat_path = Path(f"/proc/{child.pid}/stat")
+    try:
+        while b") Z " not in stat_path.read_bytes():  # its main thread has ended
+            assert child.poll() is None, "the process ended with its main thread"
+            os.sched_yield()
+        assert pid_alive(child.pid)  # its reading thread runs on
+    finally:
+        child.stdin.close()
+        child.wait()
+    assert not pid_alive(child.pid)

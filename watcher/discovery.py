@@ -87,7 +87,14 @@ def _zombie(pid: int) -> bool:
     # "pid (comm) S ...": the command may hold spaces and parentheses, the state follows
     # the last ")"
     state = stat_line[stat_line.rfind(b")") + 2:stat_line.rfind(b")") + 3]
-    return state in (b"Z", b"X")
+    if state not in (b"Z", b"X"):
+        return False
+    # a main thread that ended before the others shows its process as a zombie while
+    # they run on: only a process with no thread left is over
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except OSError:
+        return True
 
 
 def _untrusted(st: os.stat_result, what: str, want: int) -> str | None:
