@@ -79,15 +79,17 @@ def pid_alive(pid: int) -> bool:
 
 def _zombie(pid: int) -> bool:
     """``pid`` has exited and waits to be reaped (Linux; elsewhere, never known)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat_line = fh.read()
+    try:  # (asked for every finding a live watch routes: os.read, not a file object)
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            stat_line = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except OSError:
         return False
     # "pid (comm) S ...": the command may hold spaces and parentheses, the state follows
     # the last ")"
-    state = stat_line[stat_line.rfind(b")") + 2:stat_line.rfind(b")") + 3]
-    if state not in (b"Z", b"X"):
+    if stat_line.rpartition(b")")[2].split()[:1] not in ([b"Z"], [b"X"]):
         return False
     # a main thread that ended before the others shows its process as a zombie while
     # they run on: only a process with no thread left is over

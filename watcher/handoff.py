@@ -20,7 +20,6 @@ it as they find it.
 from __future__ import annotations
 
 import importlib.util
-import os
 import shlex
 from collections.abc import Callable
 from functools import lru_cache
@@ -104,20 +103,11 @@ def sample_cancel_command(f: Finding, *, dry_run: bool) -> str:
 
 def process_running(pid: int | None) -> bool | None:
     """Whether the eval process ``pid`` still runs (``None``: no pid to ask about). A
-    zombie (exited, not yet reaped by its parent) has exited: nothing is left to stop."""
+    zombie (exited, not yet reaped by its parent) has exited: nothing is left to stop
+    (:func:`~watcher.discovery.pid_alive` says so)."""
     if pid is None:
         return None
-    if not pid_alive(pid):
-        return False
-    try:  # (asked twice for every finding a live watch routes: os.read, not pathlib)
-        fd = os.open(f"/proc/{int(pid)}/stat", os.O_RDONLY)
-        try:
-            stat = os.read(fd, 4096)
-        finally:
-            os.close(fd)
-    except OSError:
-        return True  # no /proc to ask (another OS): the signal probe said it lives
-    return stat.rpartition(b")")[2].split()[:1] != [b"Z"]
+    return pid_alive(int(pid))
 
 
 def eval_exited(pid: int | None, live: bool, remote: bool) -> bool:
