@@ -820,6 +820,10 @@ class Runner:
         self.watchers: dict[str, SourceWatcher] = {}
         self.threads: dict[str, threading.Thread] = {}
         self.origins: dict[str, Origin] = {}
+        # keys whose watcher has returned: the consumer learns it from the queue (an
+        # empty batch after the last), not by polling ``is_alive`` on a timeout, which
+        # kept every ``--once`` scan waiting 0.2 s after its last sample
+        self.done: set[str] = set()
 
     def add(self, key: str, source: Source, label: str, *, once: bool = False,
             server: ControlServer | None = None, forever: bool = False) -> SourceWatcher:
@@ -844,9 +848,18 @@ class Runner:
         sw = SourceWatcher(source, self.engine, opts, self.state, pending.append, label,
                            flush=flush)
         self.watchers[key] = sw
+        self.done.discard(key)
         self.origins[key] = Origin(key, label, source, server)
-        thread = threading.Thread(target=sw.run, args=(self.stop,), name=f"watch-{key}",
-                                  daemon=True)
+
+        def run() -> None:
+            try:
+                sw.run(self.stop)
+            finally:
+                if self.watchers.get(key) is sw:  # (not a watcher since put in its place)
+                    self.done.add(key)
+                self.queue.put((key, []))  # wakes the consumer: nothing more comes from key
+
+        thread = threading.Thread(target=run, name=f"watch-{key}", daemon=True)
         self.threads[key] = thread
         thread.start()
         return sw
@@ -857,7 +870,9 @@ class Runner:
                 for tw in list(sw.tasks.values())]
 
     def active(self) -> bool:
-        return any(t.is_alive() for t in self.threads.values())
+        """Whether a source watcher is still reading (one whose ``run`` has returned is
+        not, whether or not its thread has quite ended)."""
+        return any(key not in self.done for key in self.threads)
 
     def drain(self, timeout: float = 0.2) -> Iterator[Output]:
         """Outputs produced so far (waits up to ``timeout`` for the first)."""
