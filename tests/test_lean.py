@@ -21,6 +21,7 @@ import pytest
 import zipfile_zstd  # noqa: F401  (the .eval zips are zstd-compressed)
 
 from tests.corpus import CORPUS
+from watcher.events import PROMPT_KEY
 from watcher.sources.logfiles import lean as lean_module
 from watcher.sources.logfiles import source as source_module
 from watcher.sources.logfiles.lean import parse_sample_lean
@@ -181,3 +182,8 @@ def test_the_log_source_pages_the_same_events_lean_or_whole(
     lean = pages(LogSource(str(log)))
     monkeypatch.setattr(source_module, "_parse_lean", lambda *a: None)
     assert pages(LogSource(str(log))) == lean
+
+
+def test_the_event_record_names_the_prompt_key() -> None:
+    # the records' literal key is the one project() and light() look for
+    assert PROMPT_KEY in lean_module._Event.__optional_keys__
