@@ -47,6 +47,11 @@ METHODS = [
     # the buffer reader's statements, within its reads (the tail: within the reads that
     # start a view or end a sample, and within "buffer tail (moved)")
     ("watcher.sources.buffer", "SampleBufferReader", "_tail", "    reader: tail new rows"),
+    ("watcher.sources.buffer", "SampleBufferReader", "_tail_pool_rows",
+     "      of which message pool rows"),
+    ("watcher.sources.buffer", "SampleBufferReader", "_tail_attachment_rows",
+     "      of which attachment rows"),
+    ("watcher.sources.buffer", "SampleBufferReader", "_ends", "    reader: ends (summaries)"),
     ("watcher.sources.buffer", "SampleBufferReader", "_still_there",
      "    reader: rows not replaced (one)"),
     ("watcher.sources.buffer", "SampleBufferReader", "_views_intact",
