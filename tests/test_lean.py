@@ -187,3 +187,30 @@ def test_the_log_source_pages_the_same_events_lean_or_whole(
 def test_the_event_record_names_the_prompt_key() -> None:
     # the records' literal key is the one project() and light() look for
     assert PROMPT_KEY in lean_module._Event.__optional_keys__
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[p.name for p in LOGS])
+def test_an_event_decoded_alone_projects_as_the_whole_decode(log: Path) -> None:
+    """A sample buffer's event rows (one event's JSON each): where the lean decode of one
+    event answers, it projects as the whole decode does; it answers for every plain model
+    and tool event and for nothing else."""
+    answered = 0
+    for name, blob in _samples(log):
+        whole = parse_sample_json(orjson.loads(blob), 1)
+        for theirs in orjson.loads(blob)["events"]:
+            mine = lean_module.parse_event_lean(orjson.dumps(theirs).decode())
+            etype = theirs.get("event")
+            plain = etype in lean_module.LEAN_TYPES and plain_event(theirs, etype)
+            assert (mine is not None) == plain, (name, theirs.get("uuid"))
+            if mine is not None:
+                raw = parse_sample_json({"events": [theirs]}, 1).events[0]
+                assert _projected(whole, mine) == _projected(whole, raw), (
+                    name, theirs.get("uuid"))
+                answered += 1
+    assert answered > 0
+
+
+@pytest.mark.parametrize("text", ["3", "[]", '{"event": "model"', "", '{"event": "span_begin"}',
+                                  orjson.dumps({**MODEL, "has_error": True}).decode()])
+def test_an_event_the_lean_decode_does_not_answer_for(text: str) -> None:
+    assert lean_module.parse_event_lean(text) is None

@@ -61,6 +61,7 @@ from watcher.sources.base import (
     decode_cursor,
     encode_cursor,
 )
+from watcher.sources.logfiles.lean import parse_event_lean
 from watcher.sources.logfiles.project import project
 
 TAIL_INTERVAL = 0.2  # seconds: reads within this of the last tail reuse it
@@ -610,8 +611,10 @@ class SampleBufferReader:
             # attachment's text taken as it is. Resolving references in the JSON text
             # escaped every attachment into it and decoded it all again, the model's
             # raw API call included (py-spy, 125-run replay: buffer reads 28 % of the
-            # watcher's samples before, 25 % after)
-            models = {i: _loads(blobs[i]) for i, u in enumerate(uuids)
+            # watcher's samples before, 25 % after). At the content tier a model or tool
+            # event is decoded down to the fields project() reads (lean.parse_event_lean)
+            lean = tier == "content"  # (another tier copies every field: decoded whole)
+            models = {i: _event(blobs[i], lean) for i, u in enumerate(uuids)
                       if view.types.get(u) == "model"}
             prompts = self._prompts(key, view, models)
             # the events' and their prompts' references, in one query at most
@@ -625,7 +628,7 @@ class SampleBufferReader:
         for i, blob in enumerate(blobs):
             event = models.get(i)
             if event is None:
-                event = _loads(blob)
+                event = _event(blob, lean and view.types.get(uuids[i]) == "tool")
             if not isinstance(event, dict):
                 out.append(event)
                 continue
@@ -770,6 +773,17 @@ def _whole(blobs: list[str], attach: dict[str, str] | None, models: dict[int, An
         return False
     return all(i in prompts for i, e in models.items()
                if isinstance(e, dict) and not e.get("input") and e.get("input_refs"))
+
+
+def _event(blob: str, lean: bool) -> Any:
+    """An event row decoded for :func:`project` at the content tier (``lean``: a model or
+    tool event, decoded down to the fields it reads where that is all it reads), or
+    whole."""
+    if lean:
+        e = parse_event_lean(blob)
+        if e is not None:
+            return e
+    return _loads(blob)
 
 
 def _resolved(blob: str, attach: dict[str, str] | None) -> str:

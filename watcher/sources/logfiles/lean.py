@@ -77,6 +77,7 @@ class _Sample(msgspec.Struct):
 
 
 _decode = msgspec.json.Decoder(_Sample).decode
+_decode_event = msgspec.json.Decoder(_Event).decode
 
 
 class _RawEvents(msgspec.Struct):
@@ -147,3 +148,18 @@ def _read_whole(blob: bytes, events: list[dict[str, Any]], at: list[int]) -> boo
     except Exception:  # noqa: BLE001 - as the first pass: the whole decode says
         return False
     return True
+
+
+def parse_event_lean(text: str | bytes) -> dict[str, Any] | None:
+    """One event's JSON (a sample buffer's row) decoded down to what the content tier
+    reads, where :func:`~watcher.sources.logfiles.project.project` makes the event from
+    those fields alone (a plain model or tool event); ``None`` for any other event or
+    text, which is then decoded whole. (A model event's tool list and settings, a tool
+    event's view and nested events are skipped: half the decode's CPU on the shared
+    corpus's model and tool events.)"""
+    try:
+        e: dict[str, Any] = _decode_event(text)  # type: ignore[assignment]
+    except Exception:  # noqa: BLE001 - any refusal (not an object, not JSON): decode whole
+        return None
+    etype = e.get("event")
+    return e if etype in LEAN_TYPES and plain_event(e, etype) else None
