@@ -3,10 +3,11 @@
 A scan decoded each sample whole with orjson and then read a dozen fields of its model
 and tool events. Most of the bytes are never read: the sample's ``messages`` (a second
 copy of the conversation), a model event's tool definitions, configuration and raw API
-call, ``state`` and ``store`` changes, spans. msgspec decodes the sample into a record and
-its events into dicts that hold only what is read; everything else is skipped while
-parsing, never built (``benchmarks/bench_decode.py``: about two thirds of orjson's CPU on the 375
-SWE-bench runs).
+call, ``state`` and ``store`` changes, spans. msgspec decodes the sample into a record
+and its events into dicts that hold only what is read; everything else is skipped while
+parsing, never built (``benchmarks/bench_decode.py``: about two thirds of orjson's CPU
+on the 375 SWE-bench runs). A sample buffer's event rows are decoded the same way, one
+event at a time (:func:`parse_event_lean`).
 
 Exactness: a model or tool event is a dict of the read fields it holds (a field
 absent stays absent, ``null`` stays ``None``), which is all
