@@ -224,8 +224,8 @@ def test_utf8_programs_are_built_when_a_non_ascii_text_comes() -> None:
     one comes with the first text outside ASCII, and answers as Python does there."""
     p = Pattern(r"\w+:\s*line \d+")
     assert p._match is None and p.search("foo: line 3") is not None
-    assert p._match is None
-    assert p.search("λ: line \u0663") is not None and p._match is not None
+    assert p._match is None and p._test is None and p._atest  # (search asks a set)
+    assert p.search("λ: line \u0663") is not None and p._test
     big = Pattern(r"(?:\w{0,40}x){20}")  # a large program: checked for RE2 at once
     assert big._match is not None
 
@@ -248,7 +248,8 @@ def test_every_pack_regex_has_an_ascii_program() -> None:
     assert built and all(p.ascii is not None for p in built)
     for p in built:  # (built when an ASCII text first needs it: re2_known.KNOWN_ASCII)
         p.search("an ASCII text")
-        assert p._amatch is not None
+        assert p._atest  # its set, searched (RE2 built it)
+        assert p._amatch is not None or p._ascii_match() is not None
 
 
 # observed by replacing rx._known_utf8, which a compiled rx does not look up again (the
@@ -296,7 +297,8 @@ def test_a_known_utf8_program_waits_and_another_is_built_at_once(
     for pattern, flags, translated, ascii in made:
         known = rx.Pattern(pattern, flags, translated, ascii)
         assert known._match is None  # built when a text outside ASCII first needs it
-        assert known.search("é") is None and known._match is not None
+        assert known._test is None
+        assert known.search("é") is None and known._test  # (search asks a set)
         # a library's list redefined: another pattern, built at once as before
         changed = rx.Pattern(pattern, flags, translated + "|zzz", ascii + "|zzz")
         assert changed._match is not None
@@ -342,6 +344,7 @@ def test_a_known_ascii_program_waits_until_a_text_needs_it(
     for pattern, flags, translated, ascii in made:
         known = rx.Pattern(pattern, flags, translated, ascii)
         assert known._amatch is None and known._match is None  # nothing built yet
+        assert known._atest is None and known._test is None
         other = rx.Pattern(pattern, flags, translated + "|zzzz", ascii + "|zzzz")
         assert other._amatch is not None  # not the pack's: built at once
         with monkeypatch.context() as m:
@@ -350,5 +353,25 @@ def test_a_known_ascii_program_waits_until_a_text_needs_it(
         assert eager._amatch is not None
         for text in texts:
             assert known.search(text) == eager.search(text), (pattern, text)
-        assert known._amatch is not None and known._match is None
+        assert known._atest and known._match is None and known._test is None
 
+
+
+def test_search_asks_a_set_and_its_program_where_the_set_cannot_answer() -> None:
+    """search() asks a one-pattern set (no reverse program to build); an empty answer
+    (the set's scan failed: RE2 says so only that way) and a set RE2 would not build are
+    answered by the program's own match, the same way."""
+    p = Pattern(r"\bsed\s+-i[^\n]{0,200}(\btests?/|conftest\.py)")
+    asked: list[bytes] = []
+    program = p._amatch or p._ascii_match()
+    p._amatch = lambda *a: (asked.append(a[1]), program(*a))[1]
+    hit, miss = "sed -i s/a/b/ tests/test_x.py", "sed -i s/a/b/ src/x.py"
+    assert p.search(hit) is not None and p.search(miss) is None
+    assert p._atest and not asked  # answered by the set alone
+    p._atest = lambda data: []  # a failed scan
+    assert p.search(hit) is not None and p.search(miss) is None
+    assert asked == [hit.encode(), miss.encode()]  # ... answered by the program
+    q = Pattern("é[^\n]{0,50}x")
+    q._test = False  # a set RE2 would not build
+    assert q.search("é and x") is not None and q.search("é and y") is None
+    assert q._match is not None

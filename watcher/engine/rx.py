@@ -332,6 +332,10 @@ class Pattern:
         self.ascii: str | None = ascii if ascii is not None and _ascii_only(ascii) else None
         self._match: Any = None
         self._amatch: Any = None
+        # the existence tests search() asks first (see _test): None until built, False
+        # where RE2 would not build one (the program's own match answers then)
+        self._test: Any = None
+        self._atest: Any = None
         if self.ascii is not None:
             if _known_ascii(self.ascii):
                 return  # built on first use (_ascii_match)
@@ -378,6 +382,30 @@ class Pattern:
         return m, _utf8(text)
 
     def search(self, text: str) -> Any:
+        """Something that is not ``None`` when the pattern matches somewhere in ``text``.
+
+        Asked of a one-pattern RE2 set (:func:`_test`): it says whether, and a match
+        would also say where, which takes a second, reverse program whose states RE2
+        builds as texts come (the shared corpus's 375 SWE-bench runs: 23 ms of such
+        building for the tamper rules' bounded repeats, ``[^\n]{0,200}``, 6 ms with the
+        sets; as fast as the match once built). Where the set cannot answer, the
+        program's own match does."""
+        if self.ascii is not None and text.isascii():
+            test = self._atest
+            if test is None:
+                test = self._atest = _test(self.ascii, _LATIN1)
+            if test:
+                got = test(text.encode("ascii"))
+                if got:  # (empty: the set failed, see _test)
+                    return True if 0 in got else None
+        else:
+            test = self._test
+            if test is None:
+                test = self._test = _test(self.translated, _OPTIONS)
+            if test:
+                got = test(_utf8(text))
+                if got:
+                    return True if 0 in got else None
         match, data = self._pick(text)
         span = match(_UNANCHORED, data, 0, len(data))[0]
         return None if span[0] < 0 else span
@@ -423,6 +451,22 @@ class Pattern:
 
     def __repr__(self) -> str:
         return f"rx.Pattern({self.pattern!r}, {self.flags})"
+
+
+def _test(translated: str, options: Any) -> Any:
+    """The match of a one-pattern RE2 set of ``translated`` (unanchored), or ``False``
+    where RE2 does not build it. The set's answer lists the pattern (index 0) where it
+    matches; the second pattern, end of text, matches every text, so an empty answer
+    can only mean the set's scan failed (RE2 answers an empty list both for "nothing
+    matched" and for "the DFA ran out of memory", see engine/scan.py)."""
+    try:
+        rset = _re2._re2.Set(_UNANCHORED, options)
+        if rset.Add(translated.encode("utf-8", "surrogatepass")) != 0 or rset.Add(
+                rb"\z") != 1 or not rset.Compile():
+            return False
+    except Exception:  # noqa: BLE001 - refused: the program's own match answers
+        return False
+    return rset.Match
 
 
 def alternation(patterns: list[Pattern]) -> Pattern:
