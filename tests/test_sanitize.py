@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+from watcher import sanitize
 from watcher.sanitize import (
     NEWLINE_MARK,
     UNTRUSTED_LABEL,
@@ -133,6 +134,52 @@ def test_property_visible_text_is_one_safe_line(s: str) -> None:
 
 
 # --- quoting ----------------------------------------------------------------------
+
+
+def _eager_tables() -> tuple[dict[int, str | None], dict[int, str | None]]:
+    """The tables as they were built before they were filled lazily: every code point
+    judged up front (0.1 s). The lazy tables must answer exactly as these did."""
+    extra = [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), 0x180E, 0x3164, 0x115F,
+             0x1160, 0xFFA0]
+    table: dict[int, str | None] = {c: chr(0x2400 + c) for c in range(0x20)}
+    table[0x0A] = "\n"
+    table[0x09] = "  "
+    table[0x7F] = "\u2421"
+    table.update({c: "\ufffd" for c in range(0x80, 0xA0)})
+    table[0x85] = table[0x2028] = table[0x2029] = "\n"
+    for c in range(0x110000):
+        if unicodedata.category(chr(c)) == "Cf":
+            table[c] = None
+        elif 0xD800 <= c <= 0xDFFF:
+            table[c] = "\ufffd"
+    table.update(dict.fromkeys(extra))
+    visible: dict[int, str | None] = {}
+    for c, to in table.items():
+        if c < 0x20:
+            visible[c] = chr(0x2400 + c)
+        elif to is None or 0x80 <= c < 0xA0 or c in (0x2028, 0x2029):
+            visible[c] = f"<U+{c:04X}>"
+        else:
+            visible[c] = to
+    return table, visible
+
+
+def test_lazy_tables_answer_for_every_code_point_as_the_eager_ones_did() -> None:
+    eager, eager_visible = _eager_tables()
+    lazy, lazy_visible = sanitize._Table(sanitize._cleaned), sanitize._Table(sanitize._shown)
+    for c in range(0x110000):
+        # (translate leaves a code point the table lacks as it is)
+        assert lazy[c] == eager.get(c, chr(c)), hex(c)
+        assert lazy_visible[c] == eager_visible.get(c, chr(c)), hex(c)
+    # every code point met, but only the first _KEEP kept: the table stays bounded
+    assert len(lazy) == sanitize._KEEP
+    assert lazy[0x10FFFF] == chr(0x10FFFF) and len(lazy) == sanitize._KEEP
+
+
+def test_translate_through_the_lazy_table_drops_and_replaces() -> None:
+    text = "a\u202eb\x1bc\u200bd\ud800e\u3164f\x85g"
+    assert text.translate(sanitize._translate_table()) == "ab\u241bcd\ufffdef\ng"
+    assert visible_text(text) == "a<U+202E>b\u241bc<U+200B>d\ufffde<U+3164>f<U+0085>g"
 
 
 def test_quote_labels_and_cannot_be_closed_early() -> None:

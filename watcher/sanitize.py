@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 
 DEFAULT_MAX_LEN = 2000
@@ -39,32 +40,71 @@ _ESCAPE_RE = re.compile(
 # which also covers zero-width chars, BOM, soft hyphen and tag characters
 # (used to smuggle invisible instructions to LLMs). Variation selectors are Mn
 # but are likewise invisible carriers of hidden data.
-_INVISIBLE_EXTRA = [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), 0x180E, 0x3164, 0x115F,
-                    0x1160, 0xFFA0]
+_INVISIBLE_EXTRA = frozenset([*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), 0x180E,
+                              0x3164, 0x115F, 0x1160, 0xFFA0])
+# code points a table keeps once met (each a few dozen bytes); past that, a code point
+# not kept is judged again each time it is met, so text of every code point cannot
+# grow the table without bound
+_KEEP = 1 << 16
+
+
+def _invisible(c: int) -> bool:
+    return c in _INVISIBLE_EXTRA or unicodedata.category(chr(c)) == "Cf"
+
+
+def _cleaned(c: int) -> str | None:
+    """What :func:`clean_text` shows for code point ``c`` (``None``: nothing)."""
+    if c < 0x20:
+        return "\n" if c == 0x0A else "  " if c == 0x09 else chr(0x2400 + c)  # ␀ ␇ ␛
+    if c < 0x7F:
+        return chr(c)
+    if c == 0x7F:
+        return "␡"
+    if c < 0xA0:
+        return "\n" if c == 0x85 else "\ufffd"  # NEL; other C1 controls
+    if c in (0x2028, 0x2029):  # LINE and PARAGRAPH SEPARATOR
+        return "\n"
+    if _invisible(c):
+        return None
+    if 0xD800 <= c <= 0xDFFF:  # lone surrogates would break encoding
+        return "\ufffd"
+    return chr(c)
+
+
+def _shown(c: int) -> str | None:
+    """What :func:`visible_text` shows for ``c``: as :func:`_cleaned`, but nothing
+    vanishes: a control becomes a symbol (newline and tab too), an invisible code point
+    (and a C1 control or line separator) its ``<U+202E>`` name."""
+    if c < 0x20:
+        return chr(0x2400 + c)
+    if 0x80 <= c < 0xA0 or c in (0x2028, 0x2029) or (c > 0x7F and _invisible(c)):
+        return f"<U+{c:04X}>"
+    return _cleaned(c)
+
+
+class _Table(dict[int, str | None]):
+    """A ``str.translate`` table (code point to replacement, ``None`` to drop it) filled
+    as code points are met: ``translate`` asks the mapping for each character, and a miss
+    is judged here. Judging all 1,114,112 code points up front was 0.1 s of CPU in every
+    process that printed a line of agent text."""
+
+    __slots__ = ("_rule",)
+
+    def __init__(self, rule: Callable[[int], str | None]) -> None:
+        super().__init__()
+        self._rule = rule
+
+    def __missing__(self, c: int) -> str | None:
+        to = self._rule(c)
+        if len(self) < _KEEP:
+            self[c] = to
+        return to
 
 
 @lru_cache(maxsize=1)
-def _translate_table() -> dict[int, str | None]:
-    """Map every control/invisible code point to its replacement (built once)."""
-    table: dict[int, str | None] = {}
-    for c in range(0x20):
-        table[c] = chr(0x2400 + c)  # visible Control Pictures: ␀ ␇ ␛ ...
-    table[0x0A] = "\n"
-    table[0x09] = "  "
-    table[0x7F] = "␡"
-    for c in range(0x80, 0xA0):
-        table[c] = "\ufffd"
-    table[0x85] = "\n"  # NEL
-    table[0x2028] = "\n"  # LINE SEPARATOR
-    table[0x2029] = "\n"  # PARAGRAPH SEPARATOR
-    for c in range(0x110000):
-        if unicodedata.category(chr(c)) == "Cf":
-            table[c] = None
-        elif 0xD800 <= c <= 0xDFFF:  # lone surrogates would break encoding
-            table[c] = "\ufffd"
-    for c in _INVISIBLE_EXTRA:
-        table[c] = None
-    return table
+def _translate_table() -> _Table:
+    """Every control or invisible code point to its replacement (for :func:`clean_text`)."""
+    return _Table(_cleaned)
 
 
 def _strip_controls(s: str) -> str:
@@ -133,18 +173,9 @@ def clean_text(
 
 
 @lru_cache(maxsize=1)
-def _visible_table() -> dict[int, str | None]:
-    """Like :func:`_translate_table`, but nothing vanishes: every control or invisible code
-    point becomes a visible symbol (``␛``, ``␊``) or its ``<U+202E>`` name."""
-    table: dict[int, str | None] = {}
-    for c, to in _translate_table().items():
-        if c < 0x20:
-            table[c] = chr(0x2400 + c)  # newline and tab too: one line, nothing hidden
-        elif to is None or 0x80 <= c < 0xA0 or c in (0x2028, 0x2029):
-            table[c] = f"<U+{c:04X}>"
-        else:
-            table[c] = to
-    return table
+def _visible_table() -> _Table:
+    """Like :func:`_translate_table`, but nothing vanishes (:func:`_shown`)."""
+    return _Table(_shown)
 
 
 def visible_text(s: object, max_len: int = 200) -> str:
