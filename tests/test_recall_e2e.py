@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.evalproc import REPO
+from tests.test_handoff_actions import wait_for
 from tests.test_watch_e2e import KEEP, cli, findings, folded
 from watcher.findings import confidence_rank
 
@@ -74,3 +75,47 @@ def test_real_loop_shapes_reach_their_level_live_and_post_hoc(eval_runner: Any,
             for k, v in folded(got).items()} == {
         k: (v["confidence"], v["count"], v["evidence"]["facts"].get("between_calls"))
         for k, v in folded(posts).items()}
+
+
+def _summary(records: list[dict[str, Any]]) -> dict[Any, Any]:
+    return {k: (v["confidence"], v["count"], v["evidence"]["facts"].get("between_calls"),
+                v["evidence"]["facts"].get("breaks_between"))
+            for k, v in folded(records).items()}
+
+
+def test_a_watch_started_after_the_samples_ended_sees_the_users_replies(
+        eval_runner: Any, tmp_path: Path) -> None:
+    """An eval kept inspectable after its samples ended (and its sample buffer gone) is
+    read over the control channel, whose content tier carries no model event's prompt:
+    a customer's reply between two bookings went unseen, and the watch reported a
+    conversation's retries at medium (breaks_between 0) where the log says low."""
+    from watcher.discovery import list_servers
+    from watcher.sources.http import HttpSource
+
+    talk = eval_runner("quality_conversation", *KEEP, task_file=QUALITY,
+                       env={"QUALITY_TOOL_DELAY": "0.2"})
+    talk.discovery()
+
+    def ended() -> bool:
+        servers = [s for s in list_servers() if s.pid == talk.proc.pid]
+        if not servers:
+            return False
+        source = HttpSource(servers[0], timeout=30)
+        try:
+            return all(t.finished for t in source.tasks())
+        finally:
+            source.close()
+
+    wait_for(ended, what="the conversation eval's samples to end")
+    out = tmp_path / "live.jsonl"
+    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3",
+               "--release-when-done")
+    assert live.returncode == 0, live.stderr
+    post = tmp_path / "post.jsonl"
+    res = cli("watch", "--log-dir", str(talk.log_dir), "--once", "--format", "jsonl",
+              "--output", str(post))
+    assert res.returncode == 0, res.stderr
+    got = _summary(findings(out))
+    assert got[("near-identical-failing-calls", "conversation-user-asked-variants")][
+        0] == "low"
+    assert got == _summary(findings(post))

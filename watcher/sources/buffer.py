@@ -960,9 +960,14 @@ class BufferedSource(Source):
                 except (sqlite3.Error, ValueError) as exc:
                     self._drop(task, exc)
                     reader = None
-            # without a buffer (not found yet) only tool events are read again whole: a
-            # running sample's model events carry its whole conversation at the full tier
-            kinds = ("model", "tool") if reader is not None else ("tool",)
+            # model events too when there is no buffer (not found yet, or gone with a
+            # finished eval kept inspectable): the content tier carries no prompt, so a
+            # user's reply between two calls went unseen and a conversation's retries
+            # read as a loop (a watch started after the samples ended: a false medium
+            # finding, every time). A running sample's model event carries its whole
+            # conversation at the full tier; only the pages read before its buffer is
+            # found pay that, each once
+            kinds = ("model", "tool")
             page.events = self._whole_over_http(task, sample_id, epoch, since, types, limit,
                                                 page, kinds=kinds)
             if _cut(page.events, kinds) and self._hold(key):
