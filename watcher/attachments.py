@@ -188,3 +188,36 @@ def find_refs(obj: Any) -> set[str]:
         elif isinstance(value, list | tuple):
             stack.extend(value)
     return found
+
+
+def attachment_hash(text: str) -> str:
+    """The key Inspect files ``text`` under when it condenses a sample
+    (``inspect_ai._util.hash.mm3_hash``: MurmurHash3's 128 bits of its UTF-8)."""
+    import mmh3  # (an Inspect dependency; imported only when a reference is looked up)
+
+    h1, h2 = mmh3.hash64(text.encode("utf-8", errors="backslashreplace"))
+    return f"{h1 & 0xFFFFFFFFFFFFFFFF:016x}{h2 & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def texts_by_hash(obj: Any, wanted: set[str]) -> dict[str, str]:
+    """The strings in ``obj`` (nested dicts and lists) that ``wanted`` references name,
+    by key: a string is the attachment a reference names when it hashes to its key.
+
+    A finished sample's events come condensed over the control channel (each string
+    over 100 characters a reference), its messages with their text: the same strings,
+    so the messages resolve the events' references, each checked by its hash.
+    """
+    found: dict[str, str] = {}
+    stack: list[Any] = [obj]
+    while stack and len(found) < len(wanted):
+        value = stack.pop()
+        if isinstance(value, str):
+            if len(value) > 100 and ATTACHMENT_PROTOCOL not in value:
+                key = attachment_hash(value)
+                if key in wanted:
+                    found[key] = value
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return found

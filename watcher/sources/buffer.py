@@ -48,7 +48,15 @@ from typing import Any, NamedTuple
 
 from orjson import loads as _loads
 
-from watcher.attachments import ATTACHMENT_PROTOCOL, find_refs, resolve_json
+from watcher import limits
+from watcher.attachments import (
+    ATTACHMENT_PROTOCOL,
+    Expansion,
+    find_refs,
+    resolve_attachments,
+    resolve_json,
+    texts_by_hash,
+)
 from watcher.discovery import discovery_dir
 from watcher.events import PROMPT_KEY, Tier
 from watcher.sources.base import (
@@ -96,6 +104,10 @@ class BufferMismatch(ValueError):
     """The buffer's events differ from what the control channel served at the same
     offsets (another Inspect version may write it differently): stop reading it."""
 
+
+# fields of a full-tier event no rule reads: their references are not looked up (a model
+# event's input is all references to its conversation, its API call references its own)
+_NOT_READ = frozenset({"input", "call", "tools", "config", "input_refs", "call_refs"})
 
 _EVENT_TYPE = re.compile(r'"event":\s*"([A-Za-z_]+)"')
 
@@ -832,6 +844,8 @@ class BufferedSource(Source):
         self._derive: dict[str, bool | None] = {}
         # (eval, sample, epoch) -> pages held back because events on them stayed cut
         self._held: dict[tuple[str, str, int], int] = {}
+        # characters references may add to one page's events (a log's own bound)
+        self.max_expansion = limits.EXPANSION_SIZE.value()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -1053,7 +1067,7 @@ class BufferedSource(Source):
             return page.events  # served cut: identity on those events is not claimed
         raw = {str(e.get("uuid")): e for e in full.events
                if isinstance(e, dict) and str(e.get("uuid")) in cut and not e.get("pending")}
-        self._prompts_from_messages(task, sample_id, epoch, list(raw.values()))
+        raw = self._from_messages(task, sample_id, epoch, raw)
         return [raw.get(str(e.get("uuid")), e) if isinstance(e, dict) else e
                 for e in page.events]
 
@@ -1067,20 +1081,35 @@ class BufferedSource(Source):
             self._held[key] = held + 1
             return True
 
-    def _prompts_from_messages(self, task: TaskInfo, sample_id: str, epoch: int,
-                               events: list[dict[str, Any]]) -> None:
-        """Attach the prompt of full-tier model events whose input the control channel
-        served as attachment references (a logged sample's inputs stay condensed): the
-        message before the turn's own assistant message in the sample's conversation.
-        Where it cannot be found, the prompt is marked unknown (role ``None``)."""
-        todo = [e for e in events if e.get("event") == "model" and PROMPT_KEY not in e
+    def _from_messages(self, task: TaskInfo, sample_id: str, epoch: int,
+                       raw: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Full-tier events of a finished sample as they were, from its messages (one
+        request, and only when needed): a logged sample's events come condensed, each
+        string over 100 characters an ``attachment://`` reference (a tool's code and
+        output, a model's completion) and each model input only references. The
+        messages come with their text: a reference is resolved by the string in them
+        that hashes to its key, and a model event's prompt is the message before its
+        own reply. Where a prompt cannot be found it is marked unknown (role ``None``);
+        a reference not found stays as it is (as the log would leave a missing one).
+        A late watch of a kept eval judged ``attachment://…`` where its log has the
+        code (every shortcut found post hoc was missed)."""
+        todo = [e for e in raw.values() if e.get("event") == "model" and PROMPT_KEY not in e
                 and ATTACHMENT_PROTOCOL in str((e.get("input") or [{}])[-1])]
-        if not todo:
-            return
+        refs = find_refs([{k: v for k, v in e.items() if k not in _NOT_READ}
+                          for e in raw.values()])
+        if not todo and not refs:
+            return raw
         try:
             messages: list[dict[str, Any]] = self.inner.messages(task, sample_id, epoch)
         except (SourceError, AttributeError):
             messages = []
+        if refs:
+            known = texts_by_hash(messages, refs)
+            if known:
+                budget = Expansion(self.max_expansion)
+                raw = {u: resolve_attachments(e, known, None, budget)
+                       for u, e in raw.items()}
+                todo = [raw[str(e.get("uuid"))] for e in todo]
         before = {str(m.get("id")): messages[k - 1] for k, m in enumerate(messages)
                   if k and m.get("role") == "assistant" and m.get("id")}
         for e in todo:
@@ -1089,6 +1118,7 @@ class BufferedSource(Source):
             prompt = before.get(mid)
             e[PROMPT_KEY] = prompt if prompt is not None and ATTACHMENT_PROTOCOL not in str(
                 prompt.get("content")) else {"role": None, "content": ""}
+        return raw
 
     def close(self) -> None:
         with self._lock:
