@@ -26,6 +26,7 @@ from watcher.sources.base import (
     SampleListing,
     Source,
     SourceBusy,
+    SourceError,
     TaskInfo,
     decode_cursor,
     encode_cursor,
@@ -1010,6 +1011,51 @@ def test_an_end_read_cut_is_read_again_until_whole() -> None:
     pages = [_read(src2, task, None) for _ in range(buffer.MAX_HOLDS + 1)]
     assert [p.done for p in pages] == [False] * buffer.MAX_HOLDS + [True]
     assert pages[-1].events[0]["result"] == "r" * 256
+
+
+class CondensedSource(EndingSource):
+    """The control channel of a sample already logged: its full-tier events condensed
+    (strings over 100 characters are references), its messages with their text, or
+    (``messages_fail``) an error for them."""
+
+    def __init__(self, messages: list[dict[str, Any]] | None) -> None:
+        super().__init__()
+        from inspect_ai._util.hash import mm3_hash
+
+        self.logged = True
+        self.code, self.output = "x" * 400, "r" * 400
+        self.whole = [{"uuid": "a", "event": "tool", "function": "bash", "id": "c1",
+                       "arguments": {"cmd": f"attachment://{mm3_hash(self.code)}"},
+                       "result": f"attachment://{mm3_hash(self.output)}"}]
+        self.messages_served = messages
+
+    def messages(self, task: TaskInfo, sample_id: str, epoch: int) -> list[dict[str, Any]]:
+        if self.messages_served is None:
+            raise SourceError("no messages")
+        return self.messages_served
+
+
+def test_a_logged_samples_references_are_resolved_from_its_messages() -> None:
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m", log_location=None, pid=1)
+    inner = CondensedSource(None)
+    inner.messages_served = [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "function": "bash", "arguments": {"cmd": inner.code}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": inner.output}]
+    src = BufferedSource(inner, base=None)
+    (event,) = _read(src, task, None).events
+    assert event["arguments"] == {"cmd": inner.code} and event["result"] == inner.output
+    assert src.pop_notices() == []
+
+
+def test_references_its_messages_cannot_resolve_are_said() -> None:
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m", log_location=None, pid=1)
+    inner = CondensedSource(None)  # the messages route fails
+    src = BufferedSource(inner, base=None)
+    (event,) = _read(src, task, None).events
+    assert event["result"].startswith("attachment://")  # left as it is, not made up
+    (gap,) = src.pop_notices()
+    assert gap.kind == "gap" and "2 attachment reference(s)" in gap.message
 
 
 def test_cursor_tokens_are_the_servers_own() -> None:

@@ -836,6 +836,7 @@ class BufferedSource(Source):
         self._first_seen: dict[str, float] = {}  # eval id -> when its buffer was first sought
         self._lock = threading.Lock()
         self.notices: list[str] = []
+        self._gaps: list[SourceNotice] = []  # references a finished page left unresolved
         self.buffer_reads = 0
         self.buffer_ends = 0  # finished samples whose last page the buffer served
         # eval id -> whether a sample's first page may come from the buffer under the
@@ -855,6 +856,8 @@ class BufferedSource(Source):
         with self._lock:
             out = [SourceNotice(kind="transport", message=m) for m in self.notices]
             self.notices.clear()
+            out += self._gaps
+            self._gaps = []
         return out
 
     def tasks(self) -> list[TaskInfo]:
@@ -1105,6 +1108,14 @@ class BufferedSource(Source):
             messages = []
         if refs:
             known = texts_by_hash(messages, refs)
+            if len(known) < len(refs):  # said, as a log's missing attachments are
+                missing = sorted(refs - known.keys())
+                with self._lock:
+                    self._gaps.append(SourceNotice(
+                        kind="gap", message=f"{task.task} sample {sample_id} epoch {epoch}: "
+                        f"{len(missing)} attachment reference(s) of its finished events "
+                        "not found in its messages (rules read those values as references): "
+                        + ", ".join(missing[:5])))
             if known:
                 budget = Expansion(self.max_expansion)
                 raw = {u: resolve_attachments(e, known, None, budget)
