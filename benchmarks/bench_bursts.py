@@ -76,6 +76,8 @@ def main() -> None:
     ap.add_argument("--polls", type=int, default=38, help="bursts (the replay: 38 cycles)")
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between bursts")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--scan-rounds", type=int, default=3,
+                    help="rounds of the whole post-hoc scan alone and beside a busy process")
     args = ap.parse_args()
     banner("bench_bursts")
     print(f"engine: {'compiled (mypyc)' if COMPILED else 'pure Python'}")
@@ -114,6 +116,38 @@ def main() -> None:
     for k, v in rows.items():
         print(f"  {k:<34}{min(v):7.3f} s  {min(v) / base:5.2f}x")
     print("  (in bursts, busy: another process keeps the other core busy, as the eval does)")
+    if args.scan_rounds:
+        whole_scan(args.log, args.scan_rounds)
+
+
+def whole_scan(log: str, rounds: int) -> None:
+    """The post-hoc scan as a whole process, alone and beside the busy process: whether
+    sharing the machine with an eval slows a watcher down by itself."""
+    import os
+
+    cmd = [sys.executable, "-m", "watcher", "watch", "--log-dir", log, "--once", "--format",
+           "jsonl", "-o", os.devnull, "--quiet", "--jobs", "1"]
+
+    def cpu() -> float:
+        proc = subprocess.Popen(cmd)
+        _, _, usage = os.wait4(proc.pid, 0)
+        return usage.ru_utime + usage.ru_stime
+
+    alone: list[float] = []
+    beside: list[float] = []
+    for _ in range(rounds):
+        alone.append(cpu())
+        busy = subprocess.Popen([sys.executable, "-c", BUSY])
+        try:
+            time.sleep(0.5)
+            beside.append(cpu())
+        finally:
+            busy.kill()
+            busy.wait()
+    print(f"\nthe post-hoc scan of the log, whole processes (user + system CPU), {rounds} "
+          f"alternating rounds: alone {', '.join(f'{x:.2f}' for x in alone)} s; beside the "
+          f"busy process {', '.join(f'{x:.2f}' for x in beside)} s: "
+          f"{min(beside) / min(alone):.2f}x (best of each)")
 
 
 if __name__ == "__main__":
