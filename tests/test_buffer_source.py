@@ -1058,6 +1058,48 @@ def test_references_its_messages_cannot_resolve_are_said() -> None:
     assert gap.kind == "gap" and "2 attachment reference(s)" in gap.message
 
 
+class ModelPageSource(Inner):
+    """The control channel without a buffer: a content page of one completed model
+    event (no prompt at this tier), and its full form on asking."""
+
+    def __init__(self, done: bool = False) -> None:
+        super().__init__(None)
+        self.done = done
+
+    def events(self, task: TaskInfo, sample_id: str, epoch: int, *, since: str | None,
+               types: frozenset[str] | None, tier: str, limit: int = 500) -> EventPage:
+        self.calls.append(tier)
+        event: dict[str, Any] = {"uuid": "m", "event": "model", "has_error": False,
+                                 "completion": "ok"}
+        if tier == "full":
+            event = {"uuid": "m", "event": "model", "input": [
+                {"role": "user", "content": "which card?"}], "output": {"choices": [
+                    {"message": {"role": "assistant", "content": "ok"}}]}}
+        return EventPage(events=[event], next=encode_cursor(NONCE, 1), done=self.done)
+
+
+@pytest.mark.parametrize(("status", "done", "young", "whole"), [
+    ("running", False, True, True),  # its buffer is expected within seconds
+    ("running", False, False, False),  # an eval buffering nothing: turns stay cheap
+    ("running", True, False, True),  # a sample's last page
+    ("success", False, False, True),  # a finished task (a late watch of a kept eval)
+])
+def test_model_events_without_a_buffer_are_read_whole_where_it_is_cheap(
+        monkeypatch: pytest.MonkeyPatch, status: str, done: bool, young: bool,
+        whole: bool) -> None:
+    import watcher.sources.buffer as buffer
+
+    if not young:
+        monkeypatch.setattr(buffer, "YOUNG", 0.0)
+    inner = ModelPageSource(done)
+    src = BufferedSource(inner, base=None)
+    task = TaskInfo(eval_id="e", task="t", task_id="t", model="m", log_location=None,
+                    pid=1, status=status)
+    (event,) = _read(src, task, None).events
+    assert ("full" in inner.calls) == whole
+    assert ("input" in event) == whole  # its prompt, where it was read whole
+
+
 def test_cursor_tokens_are_the_servers_own() -> None:
     """Our cursor tokens are byte for byte Inspect's (its control server's encoder), for
     nonces that JSON must escape too, and read back to what they hold."""

@@ -982,9 +982,11 @@ class BufferedSource(Source):
             # user's reply between two calls went unseen and a conversation's retries
             # read as a loop (a watch started after the samples ended: a false medium
             # finding, every time). A running sample's model event carries its whole
-            # conversation at the full tier; only the pages read before its buffer is
-            # found pay that, each once
-            kinds = ("model", "tool")
+            # conversation at the full tier: an eval that buffers nothing (realtime
+            # logging off) would send each turn's conversation again, so past its first
+            # minute only a finished task's pages and a sample's last page pay that
+            kinds = ("model", "tool") if reader is not None or self._model_whole(
+                task, page) else ("tool",)
             page.events = self._whole_over_http(task, sample_id, epoch, since, types, limit,
                                                 page, kinds=kinds)
             if _cut(page.events, kinds) and self._hold(key):
@@ -1073,6 +1075,16 @@ class BufferedSource(Source):
         raw = self._from_messages(task, sample_id, epoch, raw)
         return [raw.get(str(e.get("uuid")), e) if isinstance(e, dict) else e
                 for e in page.events]
+
+    def _model_whole(self, task: TaskInfo, page: EventPage) -> bool:
+        """Whether a page served without a buffer has its model events read again whole:
+        a finished task's (they are condensed then), a sample's last, or any while the
+        task is young (its buffer is expected within seconds)."""
+        if task.finished or page.done:
+            return True
+        with self._lock:
+            first = self._first_seen.get(task.eval_id)
+        return first is None or time.monotonic() - first < YOUNG
 
     def _hold(self, key: tuple[str, str, int]) -> bool:
         """Whether a page of ``key`` whose events stayed cut is held back once more:
