@@ -1016,7 +1016,7 @@ def test_an_end_read_cut_is_read_again_until_whole() -> None:
 class CondensedSource(EndingSource):
     """The control channel of a sample already logged: its full-tier events condensed
     (strings over 100 characters are references), its messages with their text, or
-    (``messages_fail``) an error for them."""
+    (``messages`` None) an error for them."""
 
     def __init__(self, messages: list[dict[str, Any]] | None) -> None:
         super().__init__()

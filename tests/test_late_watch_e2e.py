@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from tests.evalproc import SCENARIOS
-from tests.test_handoff_actions import wait_for
-from tests.test_recall_e2e import QUALITY, _summary
-from tests.test_watch_e2e import KEEP, cli, findings
+from tests.test_recall_e2e import QUALITY, _summary, watched_late
+from tests.test_watch_e2e import KEEP, findings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -27,36 +26,13 @@ RUNS = [("quality_weak", QUALITY), ("quality", QUALITY), ("quality_errors", QUAL
         ("shared", SCENARIOS), ("watchdog", SCENARIOS)]
 
 
-def _ended(pid: int) -> bool:
-    """Every task of the eval process ``pid`` finished (its samples ended)."""
-    from watcher.discovery import list_servers
-    from watcher.sources.http import HttpSource
-
-    servers = [s for s in list_servers() if s.pid == pid]
-    if not servers:
-        return False
-    source = HttpSource(servers[0], timeout=30)
-    try:
-        return all(t.finished for t in source.tasks())
-    finally:
-        source.close()
-
-
 @pytest.mark.parametrize(("task", "task_file"), RUNS, ids=[t for t, _ in RUNS])
 def test_a_late_watch_reports_what_the_log_says(eval_runner: Any, tmp_path: Path,
                                                 task: str, task_file: Path) -> None:
     args = ["-T", "messages=60"] if task == "watchdog" else []  # (it never ends itself)
     proc = eval_runner(task, *KEEP, *args, task_file=task_file, tool_delay=0.05)
     proc.discovery()
-    wait_for(lambda: _ended(proc.proc.pid), timeout=300, what=f"{task}'s samples to end")
-    out = tmp_path / "live.jsonl"
-    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3",
-               "--release-when-done")
-    assert live.returncode == 0, live.stderr
-    post = tmp_path / "post.jsonl"
-    res = cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
-              "--output", str(post))
-    assert res.returncode == 0, res.stderr
+    out, post = watched_late(proc, tmp_path, task, timeout=300)
     # it read every sample to its end (a watch that read nothing would agree with a log
     # that has nothing to say, as the simulated user's conversation has)
     released = [d for d in map(json.loads, out.read_text().splitlines())

@@ -83,38 +83,47 @@ def _summary(records: list[dict[str, Any]]) -> dict[Any, Any]:
             for k, v in folded(records).items()}
 
 
+def ended(pid: int) -> bool:
+    """Every task of the eval process ``pid`` finished (its samples ended)."""
+    from watcher.discovery import list_servers
+    from watcher.sources.http import HttpSource
+
+    servers = [s for s in list_servers() if s.pid == pid]
+    if not servers:
+        return False
+    source = HttpSource(servers[0], timeout=30)
+    try:
+        return all(t.finished for t in source.tasks())
+    finally:
+        source.close()
+
+
+def watched_late(proc: Any, tmp_path: Path, what: str,
+                 timeout: float = 180.0) -> tuple[Path, Path]:
+    """Once ``proc``'s samples ended (the eval kept inspectable): a live watch of it,
+    then a scan of its log; the two JSONL outputs."""
+    wait_for(lambda: ended(proc.proc.pid), timeout=timeout, what=f"{what}'s samples to end")
+    out = tmp_path / "live.jsonl"
+    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3",
+               "--release-when-done")
+    assert live.returncode == 0, live.stderr
+    post = tmp_path / "post.jsonl"
+    res = cli("watch", "--log-dir", str(proc.log_dir), "--once", "--format", "jsonl",
+              "--output", str(post))
+    assert res.returncode == 0, res.stderr
+    return out, post
+
+
 def test_a_watch_started_after_the_samples_ended_sees_the_users_replies(
         eval_runner: Any, tmp_path: Path) -> None:
     """An eval kept inspectable after its samples ended (and its sample buffer gone) is
     read over the control channel, whose content tier carries no model event's prompt:
     a customer's reply between two bookings went unseen, and the watch reported a
     conversation's retries at medium (breaks_between 0) where the log says low."""
-    from watcher.discovery import list_servers
-    from watcher.sources.http import HttpSource
-
     talk = eval_runner("quality_conversation", *KEEP, task_file=QUALITY,
                        env={"QUALITY_TOOL_DELAY": "0.2"})
     talk.discovery()
-
-    def ended() -> bool:
-        servers = [s for s in list_servers() if s.pid == talk.proc.pid]
-        if not servers:
-            return False
-        source = HttpSource(servers[0], timeout=30)
-        try:
-            return all(t.finished for t in source.tasks())
-        finally:
-            source.close()
-
-    wait_for(ended, what="the conversation eval's samples to end")
-    out = tmp_path / "live.jsonl"
-    live = cli("watch", "--format", "jsonl", "--output", str(out), "--poll", "0.3",
-               "--release-when-done")
-    assert live.returncode == 0, live.stderr
-    post = tmp_path / "post.jsonl"
-    res = cli("watch", "--log-dir", str(talk.log_dir), "--once", "--format", "jsonl",
-              "--output", str(post))
-    assert res.returncode == 0, res.stderr
+    out, post = watched_late(talk, tmp_path, "the conversation eval")
     got = _summary(findings(out))
     assert got[("near-identical-failing-calls", "conversation-user-asked-variants")][
         0] == "low"

@@ -1107,7 +1107,7 @@ class BufferedSource(Source):
         own reply. Where a prompt cannot be found it is marked unknown (role ``None``);
         a reference not found stays as it is (as the log would leave a missing one).
         A late watch of a kept eval judged ``attachment://…`` where its log has the
-        code (every shortcut found post hoc was missed)."""
+        code (the shortcuts a scan found in such strings were missed)."""
         todo = [e for e in raw.values() if e.get("event") == "model" and PROMPT_KEY not in e
                 and ATTACHMENT_PROTOCOL in str((e.get("input") or [{}])[-1])]
         refs = find_refs([{k: v for k, v in e.items() if k not in _NOT_READ}
