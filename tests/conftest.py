@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.evalproc import EvalProc, start_eval
-
-# parsed rule files (watcher/engine/rulecache.py) are kept for the session, not in the
-# home directory of whoever runs the tests; the watchers the tests start inherit it
+# parsed rule files and the like (watcher/cachefiles.py) are kept for the session, not in
+# the home directory of whoever runs the tests; the watchers the tests start inherit it.
+# Set before the package is imported: its first import reads a cache (codecache.py)
 _RULE_CACHE = None if "INSPECT_WATCH_CACHE_DIR" in os.environ else tempfile.mkdtemp(
     prefix="iw-rule-cache-")
 if _RULE_CACHE is not None:
     os.environ["INSPECT_WATCH_CACHE_DIR"] = _RULE_CACHE
+
+from tests.evalproc import EvalProc, start_eval  # noqa: E402
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

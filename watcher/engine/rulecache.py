@@ -7,10 +7,10 @@ document's values and the line and column of every value and key), named by a di
 the text, of this format and of yamlsrc's own source (a change to how files are read is
 a new name); the next load of the same text reads that instead of parsing.
 
-Where: ``$INSPECT_WATCH_CACHE_DIR``, else the user's cache directory
-(``~/.cache/inspect-watch/rules`` on Linux); ``INSPECT_WATCH_CACHE_DIR=`` (empty) turns it
-off. Nothing here can fail a load: a cache that cannot be read, written or trusted (its
-checksum does not match what it holds) is passed over, and the file parsed as before.
+Where, and how files are read and written: :mod:`watcher.cachefiles`
+(``INSPECT_WATCH_CACHE_DIR=``, empty, turns it off). Nothing here can fail a load: a cache
+that cannot be read, written or trusted (its checksum does not match what it holds) is
+passed over, and the file parsed as before.
 At most :data:`MAX_ENTRIES` texts are kept (the oldest go first).
 """
 
@@ -19,33 +19,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import marshal
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from watcher import __version__
+from watcher.cachefiles import ENV, cache_dir, read, write
 
-ENV = "INSPECT_WATCH_CACHE_DIR"
+__all__ = ["ENV", "cache_dir", "load", "read", "store", "write"]
+
 FORMAT = b"inspect-watch rule cache 1"
 MAX_ENTRIES = 256
 _SUFFIX = ".rules"
-_SUM = 32  # bytes of the payload's sha256 before it
 
 # one parsed document: its values, value and key positions by path, first line
 Entry = tuple[Any, dict[Any, Any], dict[Any, Any], int]
 
 _salt: bytes | None = None
-
-
-def cache_dir() -> Path | None:
-    """Where parsed rule files are kept, or ``None`` (turned off)."""
-    override = os.environ.get(ENV)
-    if override is not None:
-        return Path(override) if override.strip() else None
-    from platformdirs import user_cache_path
-
-    return user_cache_path("inspect-watch") / "rules"
 
 
 def _name(text: str) -> str:
@@ -86,45 +75,6 @@ def store(text: str, entries: list[Entry]) -> None:
     if where is not None:
         with contextlib.suppress(OSError):
             _prune(where)
-
-
-def read(name: str) -> bytes | None:
-    """The payload of the cache file ``name``, or ``None`` (missing, turned off,
-    unreadable, or its checksum does not match: torn or altered)."""
-    where = cache_dir()
-    if where is None:
-        return None
-    try:
-        raw = (where / name).read_bytes()
-    except (OSError, ValueError):
-        return None
-    payload = raw[_SUM:]
-    if len(raw) <= _SUM or hashlib.sha256(payload).digest() != raw[:_SUM]:
-        return None
-    return payload
-
-
-def write(name: str, payload: bytes) -> Path | None:
-    """Write the cache file ``name`` whole or not at all (best effort): the directory it
-    was written in, or ``None``."""
-    where = cache_dir()
-    if where is None:
-        return None
-    tmp = None
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=where, prefix=".part-")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(hashlib.sha256(payload).digest() + payload)
-        os.replace(tmp, where / name)
-        tmp = None
-        return where
-    except OSError:
-        return None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def _prune(where: Path) -> None:
