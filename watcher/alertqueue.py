@@ -25,6 +25,11 @@ _J = TypeVar("_J")
 QUEUE_SIZE = 100  # alerts waiting for the worker (--alert-queue)
 DRAIN_SECONDS = 10.0  # how long the end of a watch waits for queued alerts (--alert-drain)
 DROP_NOTICE_EVERY = 60.0  # seconds between two notices about drops during a watch
+# the sinks' own defaults, here so that a watch's options name them without importing the
+# sinks (notify.py and hooks.py: 4 ms of every start-up, for watches that use neither)
+HOOK_TIMEOUT = 10.0  # seconds one run of the command may take (--on-finding-timeout)
+NOTIFY_MIN_CONFIDENCE = "high"  # (--notify-min-confidence)
+NOTIFY_PER_MINUTE = 5  # notifications a minute (--notify-rate)
 
 
 class AlertWorker(Generic[_J]):

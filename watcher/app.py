@@ -33,13 +33,11 @@ import click
 from watcher import __version__
 from watcher.act import MAX_ACTIONS as ACT_MAX
 from watcher.act import MAX_PER_TASK as ACT_MAX_TASK
-from watcher.alertqueue import DRAIN_SECONDS, QUEUE_SIZE
+from watcher.alertqueue import DRAIN_SECONDS, NOTIFY_MIN_CONFIDENCE, NOTIFY_PER_MINUTE, QUEUE_SIZE
+from watcher.alertqueue import HOOK_TIMEOUT as ON_FINDING_TIMEOUT
 from watcher.engine import Engine, RuleLoadErrors, load_rules, load_suppressions
 from watcher.exit_codes import ExitCode
-from watcher.hooks import TIMEOUT as ON_FINDING_TIMEOUT
 from watcher.limits import READ_TIMEOUT
-from watcher.notify import MIN_CONFIDENCE as NOTIFY_MIN_CONFIDENCE
-from watcher.notify import PER_MINUTE as NOTIFY_RATE
 from watcher.reporters import OutputError, OutputOptions, Reporter, ReporterError, get_reporter
 from watcher.reporters.remote import is_url
 from watcher.run.options import config_kwargs
@@ -102,7 +100,7 @@ class WatchOptions:
     on_finding_timeout: float = ON_FINDING_TIMEOUT
     notify: tuple[str, ...] = ()
     notify_min_confidence: str = NOTIFY_MIN_CONFIDENCE
-    notify_rate: int = NOTIFY_RATE  # notifications a minute
+    notify_rate: int = NOTIFY_PER_MINUTE  # notifications a minute
     alert_queue: int = QUEUE_SIZE
     alert_drain: float = DRAIN_SECONDS
     # the watchdog (off by default: without it the watch only observes)

@@ -53,7 +53,7 @@ def write(name: str, payload: bytes) -> Path | None:
     where = cache_dir()
     if where is None:
         return None
-    import tempfile  # (only a run that writes a cache: 4 ms of start-up otherwise)
+    import tempfile  # (only a run that writes a cache needs it)
 
     tmp = None
     try:

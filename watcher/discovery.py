@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import struct
 import sys
@@ -214,6 +213,8 @@ def serving_pid(socket_path: Path, timeout: float = 2.0) -> int | None:
     A discovery file names a pid and a socket, and says nothing else of them: before a
     signal is sent to the pid, the socket must be served by that very process, not by
     another that wrote or reused the file."""
+    import socket  # (here: 3 ms of every start-up, for the watchdog's checks)
+
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)

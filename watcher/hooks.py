@@ -22,10 +22,10 @@ import sys
 import threading
 from typing import Any
 
-from watcher.alertqueue import QUEUE_SIZE, AlertWorker
+from watcher.alertqueue import HOOK_TIMEOUT, QUEUE_SIZE, AlertWorker
 from watcher.findings import Finding, Notice
 
-TIMEOUT = 10.0  # seconds one run of the command may take (--on-finding-timeout)
+TIMEOUT = HOOK_TIMEOUT  # seconds one run of the command may take (--on-finding-timeout)
 
 
 class CommandHook:

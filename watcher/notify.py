@@ -33,14 +33,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from watcher.alertqueue import QUEUE_SIZE, AlertWorker
+from watcher.alertqueue import NOTIFY_MIN_CONFIDENCE, NOTIFY_PER_MINUTE, QUEUE_SIZE, AlertWorker
 from watcher.findings import Finding, Notice, confidence_rank
 from watcher.handoff import view_command
 from watcher.reporters.formatting import fmt_span
 from watcher.sanitize import UNTRUSTED_LABEL, clean_text, quote_agent_text
 
-MIN_CONFIDENCE = "high"
-PER_MINUTE = 5
+MIN_CONFIDENCE = NOTIFY_MIN_CONFIDENCE
+PER_MINUTE = NOTIFY_PER_MINUTE
 EXCERPTS = 2  # agent-text excerpts per notification
 EXCERPT_LEN = 120  # characters per excerpt (the engine keeps 160)
 BODY_MAX = 1500  # characters per notification body

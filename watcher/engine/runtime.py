@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import statistics
 import threading
 import time
 from collections import Counter
@@ -33,6 +32,7 @@ from watcher.engine.rule import CLOCK, ExceptionSpec, ExprFailed, Rule, RuleRunE
 from watcher.engine.text import collapse_ws
 from watcher.events import TIERS, Event, Tier, tier_rank
 from watcher.findings import Finding, SampleRef
+from watcher.median import median
 
 
 @dataclass
@@ -121,7 +121,7 @@ class RunContext:
         hit = self._medians.get(name)
         if hit is not None and hit[0] == len(values):
             return hit[1]
-        med = statistics.median(values)
+        med = median(values)
         self._medians[name] = (len(values), med)
         return med
 

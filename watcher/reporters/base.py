@@ -12,13 +12,13 @@ arithmetic over a summary.
 
 from __future__ import annotations
 
-import statistics
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
 from watcher.findings import CONFIDENCE_LEVELS, Finding, Notice
+from watcher.median import median
 from watcher.summary import ReportContext, RunSummary, SampleSummary, StatusSnapshot, TaskSummary
 
 
@@ -68,7 +68,7 @@ def find_outliers(
             vals = [(s, float(v)) for s in rows if (v := getattr(s, metric)) is not None]
             if len(vals) < OUTLIER_MIN_SAMPLES:
                 continue
-            med = statistics.median(v for _, v in vals)
+            med = median(v for _, v in vals)
             for s, v in vals:
                 if v > floor and v > factor * med:
                     out.append(Outlier(s, metric, v, med))

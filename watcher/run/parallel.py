@@ -11,7 +11,6 @@ comes back to the parent (:func:`run_shards`), which routes it as usual
 
 from __future__ import annotations
 
-import pickle
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -59,6 +58,7 @@ def run_shards(jobs: int, scan: Callable[[int], ShardResult]) -> list[ShardResul
     the caller turns into it) raises :class:`KeyboardInterrupt` here; the pool's
     workers are terminated."""
     import multiprocessing
+    import pickle  # (here: a scan with --jobs 1 never needs it; the workers inherit it)
 
     from watcher.sources import logfiles  # noqa: F401  (imported once, inherited)
 
@@ -101,6 +101,8 @@ def merge_shards(results: list[ShardResult], router: Router,
 def _shard_worker(k: int) -> bytes:
     """Scan shard ``k``; its result, pickled."""
     assert _SCAN is not None
+    import pickle
+
     from watcher.sources.logfiles import forget_open_zips
 
     forget_open_zips()  # inherited zip handles share file offsets with the parent's

@@ -20,9 +20,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watcher.discovery import ControlServer
 from watcher.engine import Engine, RunContext
@@ -42,6 +41,9 @@ from watcher.sources.base import (
 )
 from watcher.state import WatchState
 from watcher.stream import SampleStream, StreamItem
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 # seconds between checks of the clock rules of a sample with nothing new (the built-in
 # idle thresholds are a minute and more; a sample that was read is checked at once)
@@ -395,6 +397,8 @@ class TaskWatcher:
                         yield from got
                         got, held = [], 0
                 yield from got
+        from concurrent.futures import as_completed
+
         for future in as_completed(futures):
             yield futures[future], future.result()
 
@@ -533,6 +537,9 @@ class SourceWatcher:
         # source whose reads are CPU work in this process (local logs) says 1: threads
         # would only take turns at the GIL
         reads = source.parallel_reads
+        if reads > 1:
+            # (imported here: with logging, 3 ms of starting a watch of local logs)
+            from concurrent.futures import ThreadPoolExecutor
         self.pool = (ThreadPoolExecutor(max_workers=reads, thread_name_prefix=f"read-{label}")
                      if reads > 1 else None)
         self.gone = False

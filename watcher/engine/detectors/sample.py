@@ -7,7 +7,6 @@ outlier is measured against.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +14,7 @@ from watcher.engine.detectors.base import COMMON_FACTS, MAX_EXCERPTS, RuleState,
 from watcher.engine.detectors.params import INT, NUMBER, PRED, STR, TABLE, Kind, Param, Table
 from watcher.engine.rule import ROW, Pred
 from watcher.findings import Finding
+from watcher.median import median
 
 if TYPE_CHECKING:
     from watcher.engine.rule import Rule
@@ -72,7 +72,7 @@ class SampleRowState(RuleState):
             values = context.stats.get(fname, []) if context is not None else []
             if not isinstance(value, (int, float)) or len(values) < min_n:
                 return []
-            med = context.median(fname) if context is not None else statistics.median(values)
+            med = context.median(fname) if context is not None else median(values)
             if med <= 0 or value / med < factor:
                 return []
             facts.update(outlier_field=fname, outlier_ratio=round(value / med, 2), median=med,
