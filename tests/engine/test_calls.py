@@ -399,3 +399,30 @@ def test_short_outputs_are_judged_once_and_the_memo_stays_bounded() -> None:
     for i in range(MEMO_SIZE + 5):
         assert facts.failure({"result": f"line {i}"}) is None
     assert 0 < len(facts._failures) <= MEMO_SIZE
+
+
+def test_a_here_document_ends_where_line_by_line_reading_ends_it() -> None:
+    """_after_heredocs looks only at lines where it finds the delimiter: the same place
+    as reading every line (its reference), for bodies that close, close late, close on
+    the last line, never close, or hold the delimiter inside longer lines."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from watcher.engine.shell import _after_heredocs, _after_heredocs_by_line
+
+    piece = st.sampled_from(["EOF", "PY", "\n", " ", "\t", "\r", "\x0b", "\x1c", "\u00a0",
+                             "x", "EOFX", "xEOF", "-", "."])
+    texts = st.lists(piece, max_size=40).map("".join)
+
+    @settings(max_examples=3000, deadline=None)
+    @given(texts, st.integers(0, 45), st.lists(st.sampled_from(["EOF", "PY", "E"]),
+                                               min_size=1, max_size=3))
+    def check(text: str, at: int, delims: list[str]) -> None:
+        pos = min(at, len(text))
+        if pos and text[pos - 1] != "\n":
+            pos = text.rfind("\n", 0, pos) + 1  # a body starts after a new line
+        assert _after_heredocs(text, pos, delims) == _after_heredocs_by_line(
+            text, pos, delims)
+
+    check()
+    assert _after_heredocs("cat <<EOF\nEOF_NOT\n  EOF \nls", 10, ["EOF"]) == 25
