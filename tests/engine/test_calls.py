@@ -426,3 +426,23 @@ def test_a_here_document_ends_where_line_by_line_reading_ends_it() -> None:
 
     check()
     assert _after_heredocs("cat <<EOF\nEOF_NOT\n  EOF \nls", 10, ["EOF"]) == 25
+
+
+def test_an_effects_entry_covers_the_names_fnmatch_gives_it() -> None:
+    """EffectEntry.covers answers literal names from a set, patterns by regex: the same
+    as one fnmatch regex of the whole list, for literal names, patterns, and none."""
+    import fnmatch
+    import re
+
+    from watcher.engine.calls import EffectEntry
+
+    names = ["bash", "python", "mcp__*", "tool?", "x[ab]", "a.b", "run(1)", "BASH", ""]
+    asked = names + ["bashx", "xbash", "mcp__fs", "tool1", "tool12", "xa", "xc", "a-b",
+                     "run(1)x", "Bash", "mcp__", "bash\n"]
+    for tools in [("bash",), ("bash", "python"), ("mcp__*",), tuple(names), ()]:
+        entry = EffectEntry(tools=tools, effect="read")
+        old = re.compile("|".join(fnmatch.translate(t) for t in tools))
+        for fn in asked:
+            assert entry.covers(fn) == (old.match(fn) is not None), (tools, fn)
+    assert PACK.registry.calls.entries and all(e.literal or e.names is not None
+                                               for e in PACK.registry.calls.entries)
