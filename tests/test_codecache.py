@@ -117,7 +117,7 @@ def test_another_packages_classes_are_made_as_always(cache: Path) -> None:
     before = codecache.compiled
     _module("not_watcher.probe")
     _module("watcherish")  # a name that only starts like ours
-    assert codecache.compiled == before and not codecache._dirty
+    assert codecache.compiled == before and not codecache._TABLE.dirty
     codecache.flush()
     assert not cache.exists()  # nothing to keep
 
@@ -167,3 +167,46 @@ def test_the_packages_classes_are_compiled_once_across_processes(tmp_path: Path)
     assert second == {**first, "compiled": 0}  # every method read back; same classes
     off = _run(REPORT, {cachefiles.ENV: ""})  # caches turned off: exec as always
     assert not off["hooked"] and off["compiled"] == 0 and off["equal"]
+
+
+def test_a_shared_table_merges_what_processes_add_and_trims_past_its_bound(
+        cache: Path) -> None:
+    """cachefiles.MarshalTable, the code cache's table and the regex cache's: what two
+    processes add is merged; past its bound it keeps what ``trim`` says; a file that
+    holds no dict, or entries ``entries`` refuses, reads empty."""
+    def name() -> str:
+        return "probe.table"
+
+    def mine_only(merged: dict[Any, Any], mine: dict[Any, Any]) -> dict[Any, Any]:
+        return dict(mine)
+
+    one = cachefiles.MarshalTable(name, 3, mine_only)
+    two = cachefiles.MarshalTable(name, 3, mine_only)
+    one.load()["a"] = 1
+    two.load()["b"] = 2  # read before one wrote: empty, then its own entry
+    one.dirty = two.dirty = True
+    one.flush()
+    two.flush()
+    assert cachefiles.MarshalTable(name, 3, mine_only).load() == {"a": 1, "b": 2}
+    two.flush()  # nothing added since: no write
+    assert cachefiles.MarshalTable(name, 3, mine_only).load() == {"a": 1, "b": 2}
+
+    def other() -> str:
+        return "probe2.table"
+
+    late = cachefiles.MarshalTable(other, 3, mine_only)
+    late.load()["c"] = 3  # read while the file was not there yet
+    late.load()["d"] = 4
+    late.dirty = True
+    early = cachefiles.MarshalTable(other, 3, mine_only)
+    early.load().update({"a": 1, "b": 2})
+    early.dirty = True
+    early.flush()
+    late.flush()  # a, b, c, d merged: past 3, so trim() keeps its own
+    assert cachefiles.MarshalTable(other, 3, mine_only).load() == {"c": 3, "d": 4}
+    cachefiles.write(name(), marshal.dumps([1, 2]))  # not a dict
+    assert cachefiles.MarshalTable(name, 3, mine_only).load() == {}
+    cachefiles.write(name(), marshal.dumps({"x": 1, "y": "z"}))
+    ints = cachefiles.MarshalTable(name, 3, mine_only,
+                                   lambda t: {k: v for k, v in t.items() if type(v) is int})
+    assert ints.load() == {"x": 1}

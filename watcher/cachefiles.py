@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import marshal
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ENV = "INSPECT_WATCH_CACHE_DIR"
 _SUM = 32  # bytes of the payload's sha256 before it
@@ -70,3 +73,64 @@ def write(name: str, payload: bytes) -> Path | None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+class MarshalTable:
+    """A dict kept in one cache file (marshal), shared by the processes that use it: read
+    on first use, and written back, merged with what other processes wrote meanwhile,
+    when this one added to it (:meth:`flush`).
+
+    ``name`` gives the file's name (called when it is needed); ``entries`` keeps what a
+    table read may hold (a table that does not hold a dict is empty); ``trim`` gives
+    what to write of a merged table grown past ``max_entries`` (the merged table and
+    this process's)."""
+
+    def __init__(self, name: Callable[[], str], max_entries: int,
+                 trim: Callable[[dict[Any, Any], dict[Any, Any]], dict[Any, Any]],
+                 entries: Callable[[dict[Any, Any]], dict[Any, Any]] | None = None) -> None:
+        self._name = name
+        self.max_entries = max_entries
+        self._trim = trim
+        self._entries = entries
+        self.table: dict[Any, Any] | None = None
+        self.dirty = False  # this process added to the table
+
+    def read(self) -> dict[Any, Any]:
+        """The table as the file holds it now (empty: none, unreadable, untrusted)."""
+        payload = read(self._name())
+        if payload is None:
+            return {}
+        try:
+            table = marshal.loads(payload)
+        except (EOFError, ValueError, TypeError):
+            return {}
+        if not isinstance(table, dict):
+            return {}
+        return table if self._entries is None else self._entries(table)
+
+    def load(self) -> dict[Any, Any]:
+        """The table, read on first use."""
+        if self.table is None:
+            self.table = self.read()
+        return self.table
+
+    def flush(self) -> None:
+        """Write the table if this process added to it; a no-op otherwise."""
+        if not self.dirty or self.table is None:
+            return
+        self.dirty = False
+        merged = self.read()
+        merged.update(self.table)
+        if len(merged) > self.max_entries:
+            merged = self._trim(merged, self.table)
+        self.table = merged
+        try:
+            payload = marshal.dumps(merged)
+        except ValueError:  # a value marshal does not take: keep none of this run's
+            return
+        write(self._name(), payload)
+
+    def reset(self) -> None:
+        """Forget the table read (tests: another cache directory)."""
+        self.table = None
+        self.dirty = False

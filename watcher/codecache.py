@@ -5,10 +5,11 @@ For each dataclass, :mod:`dataclasses` writes the source of ``__init__``, ``__re
 ``__eq__`` (and more for frozen classes) and compiles it with ``exec``: 84 classes are
 made by the time a watch starts, and compiling their 357 methods took 40 ms of the
 0.20 s of CPU a watch of an empty log directory took (10 runs each way, whole
-processes; callgrind: 0.908 G instructions before, 0.682 G with this alone). Compiling a text is a pure function of the text and of the interpreter, so
-the code objects are kept in one cache file (:mod:`watcher.cachefiles`, beside the
-parsed rule files), keyed by their text, in a table named for the Python version and
-optimisation level; a text not in it is compiled as before and kept at exit.
+processes; callgrind: 0.908 G instructions before, 0.682 G with this alone). Compiling
+a text is a pure function of the text and of the interpreter, so the code objects are
+kept in one cache file (:mod:`watcher.cachefiles`, beside the parsed rule files), keyed
+by their text, in a table named for the Python version and optimisation level; a text
+not in it is compiled as before and kept at exit.
 
 Only ``exec`` calls ``dataclasses`` makes for a class of this package are answered
 here (:func:`install` replaces the name ``exec`` in the ``dataclasses`` module by a
@@ -24,7 +25,6 @@ from __future__ import annotations
 import atexit
 import builtins
 import hashlib
-import marshal
 import sys
 from typing import Any
 
@@ -35,9 +35,7 @@ MAX_ENTRIES = 2_000  # past this, a write keeps only what this process used
 _SUFFIX = ".code"
 _PACKAGE = "watcher"
 
-_table: dict[str, Any] | None = None  # text -> code object, read on first use
 _used: set[str] = set()  # texts this process asked for
-_dirty = False  # a text was compiled here: the table is written at exit
 _builtin_exec = builtins.exec
 compiled = 0  # texts compiled (not read from the table) by this process
 
@@ -75,15 +73,15 @@ def _exec(source: Any, globals_: Any = None, locals_: Any = None, /, **kwargs: A
 def code_of(source: str) -> Any:
     """The code object ``exec(source)`` compiles in ``dataclasses``, from the table when
     it holds it."""
-    global _dirty, compiled
-    table = _load()
+    global compiled
+    table = _TABLE.load()
     _used.add(source)
     code = table.get(source)
     if code is None:
         code = table[source] = compile(source, "<string>", "exec", dont_inherit=True)
         compiled += 1
-        if not _dirty:
-            _dirty = True
+        if not _TABLE.dirty:  # written at exit, with what else this process compiles
+            _TABLE.dirty = True
             atexit.register(flush)
     return code
 
@@ -95,46 +93,29 @@ def _name() -> str:
     return "dataclasses-" + h.hexdigest()[:32] + _SUFFIX
 
 
-def _read() -> dict[str, Any]:
-    payload = cachefiles.read(_name())
-    if payload is None:
-        return {}
-    try:
-        table = marshal.loads(payload)
-    except (EOFError, ValueError, TypeError):
-        return {}
-    if not isinstance(table, dict):
-        return {}
-    code_type = type(_read.__code__)
-    return {k: v for k, v in table.items()
-            if type(k) is str and type(v) is code_type}
+def _code_entries(table: dict[Any, Any]) -> dict[str, Any]:
+    """The entries of a table read that are a text and its code object."""
+    code_type = type(_code_entries.__code__)
+    return {k: v for k, v in table.items() if type(k) is str and type(v) is code_type}
+
+
+# older versions' texts past MAX_ENTRIES: keep this process's
+_TABLE = cachefiles.MarshalTable(
+    _name, MAX_ENTRIES, lambda merged, _mine: {k: v for k, v in merged.items() if k in _used},
+    _code_entries)
 
 
 def _load() -> dict[str, Any]:
-    global _table
-    if _table is None:
-        _table = _read()
-    return _table
+    return _TABLE.load()
 
 
 def flush() -> None:
     """Write the table if this process compiled a text (merged with what another process
     wrote meanwhile); a no-op otherwise."""
-    global _dirty, _table
-    if not _dirty or _table is None:
-        return
-    _dirty = False
-    merged = _read()
-    merged.update(_table)
-    if len(merged) > MAX_ENTRIES:  # older versions' texts: keep this process's
-        merged = {k: v for k, v in merged.items() if k in _used}
-    _table = merged
-    cachefiles.write(_name(), marshal.dumps(merged))
+    _TABLE.flush()
 
 
 def reset() -> None:
     """Forget the table read (tests: another cache directory)."""
-    global _table, _dirty
-    _table = None
-    _dirty = False
+    _TABLE.reset()
     _used.clear()

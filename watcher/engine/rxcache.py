@@ -7,7 +7,7 @@ any), to find its required literals, its first characters, the failure library's
 line-start prefilter. For the built-in pack that was about a fifth of starting a watch
 (callgrind: ~200 M of 1.12 G instructions), the same work every run for the same texts.
 A function wrapped by :func:`persistent` answers from a table kept in one cache file
-beside the parsed rule files (:mod:`rulecache`, which says where and how to turn it
+beside the parsed rule files (:mod:`watcher.cachefiles`, which says where and how to turn it
 off); a miss is computed as before and kept. Only answers are kept: a call that raises
 (a regex Python or RE2 cannot take) raises again, each time.
 
@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import marshal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from watcher import __version__
-from watcher.engine import rulecache
+from watcher import __version__, cachefiles
 
 FORMAT = b"inspect-watch regex cache 1"
 MAX_ENTRIES = 20_000  # past this the table starts again (a library of generated regexes)
@@ -40,8 +38,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 # the modules (under watcher/engine) whose functions are wrapped here
 MODULES = ("rx.py", "scan.py", "lang/regex.py", "lang/callspec.py")
 
-_table: dict[Any, Any] | None = None
-_dirty = False
 computed = 0  # answers computed (not read from the table) by this process
 
 
@@ -53,7 +49,7 @@ def persistent(kind: str) -> Callable[[F], F]:
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def memo(*args: Any, **kwargs: Any) -> Any:
-            global _dirty, computed
+            global computed
             key = (kind, _plain(args), _plain(tuple(sorted(kwargs.items())))
                    ) if kwargs else (kind, _plain(args))
             table = _load()
@@ -65,7 +61,7 @@ def persistent(kind: str) -> Callable[[F], F]:
                 return fn(*args, **kwargs)
             value = fn(*args, **kwargs)
             table[key] = value
-            _dirty = True
+            _TABLE.dirty = True
             computed += 1
             return value
 
@@ -92,45 +88,22 @@ def _name() -> str:
     return h.hexdigest()[:40] + _SUFFIX
 
 
-def _read() -> dict[Any, Any]:
-    payload = rulecache.read(_name())
-    if payload is None:
-        return {}
-    try:
-        table = marshal.loads(payload)
-    except (EOFError, ValueError, TypeError):
-        return {}
-    return table if isinstance(table, dict) else {}
+# past MAX_ENTRIES: this process's answers alone, if they fit
+_TABLE = cachefiles.MarshalTable(
+    _name, MAX_ENTRIES,
+    lambda _merged, mine: dict(mine) if len(mine) <= MAX_ENTRIES else {})
 
 
 def _load() -> dict[Any, Any]:
-    global _table
-    if _table is None:
-        _table = _read()
-    return _table
+    return _TABLE.load()
 
 
 def flush() -> None:
     """Write the answers computed since the table was read (merged with what another
     process wrote meanwhile); a no-op when there are none."""
-    global _dirty, _table
-    if not _dirty or _table is None:
-        return
-    _dirty = False
-    merged = _read()
-    merged.update(_table)
-    if len(merged) > MAX_ENTRIES:
-        merged = dict(_table) if len(_table) <= MAX_ENTRIES else {}
-    _table = merged
-    try:
-        payload = marshal.dumps(merged)
-    except ValueError:  # an answer marshal does not take: keep none of this run's
-        return
-    rulecache.write(_name(), payload)
+    _TABLE.flush()
 
 
 def reset() -> None:
     """Forget the table read (tests: another cache directory)."""
-    global _table, _dirty
-    _table = None
-    _dirty = False
+    _TABLE.reset()
