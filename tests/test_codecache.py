@@ -210,3 +210,21 @@ def test_a_shared_table_merges_what_processes_add_and_trims_past_its_bound(
     ints = cachefiles.MarshalTable(name, 3, mine_only,
                                    lambda t: {k: v for k, v in t.items() if type(v) is int})
     assert ints.load() == {"x": 1}
+
+
+def test_a_table_others_may_write_is_not_run(cache: Path) -> None:
+    """The code table is code the watcher runs: a file others may write is passed over
+    (and replaced by this user's own when the methods are compiled again)."""
+    _module("watcher._probe_three")
+    _next_run()
+    (path,) = cache.iterdir()
+    assert path.stat().st_mode & 0o077 == 0  # written private
+    path.chmod(0o666)
+    before = codecache.compiled
+    _module("watcher._probe_three")
+    assert codecache.compiled > before  # not read: compiled again
+    _next_run()
+    assert path.stat().st_mode & 0o022 == 0
+    before = codecache.compiled
+    _module("watcher._probe_three")
+    assert codecache.compiled == before  # this user's own file: read

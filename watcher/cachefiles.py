@@ -34,20 +34,36 @@ def cache_dir() -> Path | None:
     return user_cache_path("inspect-watch") / "rules"
 
 
-def read(name: str) -> bytes | None:
+def read(name: str, private: bool = False) -> bytes | None:
     """The payload of the cache file ``name``, or ``None`` (missing, turned off,
-    unreadable, or its checksum does not match: torn or altered)."""
+    unreadable, or its checksum does not match: torn or altered).
+
+    ``private``: the payload is code this process will run, so a file someone else
+    owns, or that others may write (as this module never writes one), is not read: the
+    checksum tells a torn file, not who wrote it."""
     where = cache_dir()
     if where is None:
         return None
     try:
-        raw = (where / name).read_bytes()
+        with open(where / name, "rb") as fh:
+            if private and not _own(os.fstat(fh.fileno())):
+                return None
+            raw = fh.read()
     except (OSError, ValueError):
         return None
     payload = raw[_SUM:]
     if len(raw) <= _SUM or hashlib.sha256(payload).digest() != raw[:_SUM]:
         return None
     return payload
+
+
+def _own(st: os.stat_result) -> bool:
+    """Whether a file is this user's and writable by nobody else (POSIX; elsewhere
+    there is no such test here, and every file passes)."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:
+        return True
+    return st.st_uid == getuid() and not st.st_mode & 0o022
 
 
 def write(name: str, payload: bytes) -> Path | None:
@@ -83,12 +99,14 @@ class MarshalTable:
     ``name`` gives the file's name (called when it is needed); ``entries`` keeps what a
     table read may hold (a table that does not hold a dict is empty); ``trim`` gives
     what to write of a merged table grown past ``max_entries`` (the merged table and
-    this process's)."""
+    this process's); ``private``: see :func:`read`."""
 
     def __init__(self, name: Callable[[], str], max_entries: int,
                  trim: Callable[[dict[Any, Any], dict[Any, Any]], dict[Any, Any]],
-                 entries: Callable[[dict[Any, Any]], dict[Any, Any]] | None = None) -> None:
+                 entries: Callable[[dict[Any, Any]], dict[Any, Any]] | None = None,
+                 private: bool = False) -> None:
         self._name = name
+        self._private = private  # (see read())
         self.max_entries = max_entries
         self._trim = trim
         self._entries = entries
@@ -97,7 +115,7 @@ class MarshalTable:
 
     def read(self) -> dict[Any, Any]:
         """The table as the file holds it now (empty: none, unreadable, untrusted)."""
-        payload = read(self._name())
+        payload = read(self._name(), self._private)
         if payload is None:
             return {}
         try:

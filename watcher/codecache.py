@@ -17,7 +17,10 @@ function that passes every other call to the builtin, unchanged): a user's class
 in a process that imports the watcher, are made as they always are. Compiled here with
 the flags ``dataclasses`` compiles with (none inherited), each code object is the one
 ``exec`` would have compiled. Nothing here can fail an import: a table that cannot be
-read or trusted is passed over, one that cannot be written is not.
+read or trusted is passed over, one that cannot be written is not. The table is code the
+watcher runs: a file another user owns, or others may write, is not read (as trusted as
+Python's own ``__pycache__``: whoever can write your cache directory could also write
+your site-packages).
 """
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ def _code_entries(table: dict[Any, Any]) -> dict[str, Any]:
 # older versions' texts past MAX_ENTRIES: keep this process's
 _TABLE = cachefiles.MarshalTable(
     _name, MAX_ENTRIES, lambda merged, _mine: {k: v for k, v in merged.items() if k in _used},
-    _code_entries)
+    _code_entries, private=True)
 
 
 def _load() -> dict[str, Any]:
