@@ -446,3 +446,44 @@ def test_an_effects_entry_covers_the_names_fnmatch_gives_it() -> None:
             assert entry.covers(fn) == (old.match(fn) is not None), (tools, fn)
     assert PACK.registry.calls.entries and all(e.literal or e.names is not None
                                                for e in PACK.registry.calls.entries)
+
+
+def test_a_json_output_is_judged_as_parsing_it_whole_judges_it() -> None:
+    """FailureLibrary._json_error parses an output only where an error field's name is
+    written in it (quoted, or possibly through a \\u escape): the answer is the whole
+    parse's for objects with and without error fields, escaped keys, nested errors,
+    and names JSON must escape."""
+    import json
+
+    import orjson
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from watcher.engine.calls import FailureLibrary
+
+    def whole(lib: FailureLibrary, text: str) -> bool:
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return False
+        return isinstance(obj, dict) and any(obj.get(n) for n in lib.error_fields)
+
+    libs = [FailureLibrary(error_fields=("error", "errors", "errorMessage")),
+            FailureLibrary(error_fields=('we"ird', "ok\\no", "ünï"))]
+    keys = st.sampled_from(["error", "errors", "errorMessage", "Error", "result", "msg",
+                            'we"ird', "ok\\no", "ünï", "err"])
+    values = st.recursive(st.none() | st.booleans() | st.integers(-2, 2) | st.text(max_size=5),
+                          lambda kids: st.lists(kids, max_size=3)
+                          | st.dictionaries(keys, kids, max_size=3), max_leaves=8)
+
+    @settings(max_examples=1500, deadline=None)
+    @given(st.dictionaries(keys, values, max_size=4) | values, st.booleans())
+    def check(obj: Any, ascii_only: bool) -> None:
+        text = json.dumps(obj, ensure_ascii=ascii_only)
+        for lib in libs:
+            assert lib._json_error(text) == whole(lib, text), (text, lib.error_fields)
+
+    check()
+    lib = libs[0]
+    assert lib._json_error('{"\\u0065rror": "boom"}')  # a key spelt with an escape
+    assert not lib._json_error('{"result": "error: none"}')  # the word, not the field
