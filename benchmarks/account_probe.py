@@ -36,6 +36,8 @@ METHODS = [
     ("watcher.sources.buffer", "BufferedSource", "moved_samples", "buffer tail (moved)"),
     ("watcher.sources.http", "HttpSource", "events", "control channel events"),
     ("watcher.sources.http", "HttpSource", "samples", "control channel listing"),
+    ("watcher.sources.http", "HttpSource", "tasks", "control channel tasks"),
+    ("watcher.sources.http", "HttpSource", "_get", "control channel requests (all)"),
     ("watcher.sources.logfiles.source", "LogSource", "events", "log read (decode, project)"),
     ("watcher.run.runner", "SourceWatcher", "_drain_from_log", "log drain after exit"),
     ("watcher.run.runner", "TaskWatcher", "cycle", "task cycle (all of a cycle)"),
