@@ -108,12 +108,14 @@ def test_a_result_that_cannot_be_unpickled_fails_the_scan_instead_of_hanging(
     """multiprocessing's result thread dies on a result it cannot unpickle, and map()
     then waits for ever (compiled frozen dataclasses once did this): workers pickle
     their own results, so the failure is raised in the scanning process."""
-    import watcher.run.parallel as parallel_mod
+    import multiprocessing.pool  # noqa: F401  (its connections bind pickle.loads first)
+    import pickle
 
     def broken(data: bytes) -> object:
         raise TypeError("cannot rebuild this object")
 
-    monkeypatch.setattr(parallel_mod.pickle, "loads", broken)
+    # the scan imports pickle where it unpickles the workers' results (run_shards)
+    monkeypatch.setattr(pickle, "loads", broken)
     with pytest.raises(TypeError, match="cannot rebuild"):
         scan(logs, jobs=2)
 
