@@ -228,3 +228,36 @@ def test_a_table_others_may_write_is_not_run(cache: Path) -> None:
     before = codecache.compiled
     _module("watcher._probe_three")
     assert codecache.compiled == before  # this user's own file: read
+
+
+def test_another_packages_replacement_of_exec_stays_in_the_chain(cache: Path) -> None:
+    """A package that replaced ``dataclasses``' exec before the watcher was imported keeps
+    getting every call (its own classes' texts, and the compiled code of ours), and gets
+    its place back when the hook is taken out."""
+    seen: list[Any] = []
+
+    def theirs(source: Any, g: Any = None, l: Any = None, /, **kw: Any) -> Any:  # noqa: E741
+        seen.append(type(source).__name__)
+        return exec(source, g, l, **kw)
+
+    codecache.uninstall()
+    dataclasses.exec = theirs  # type: ignore[attr-defined]
+    try:
+        codecache.install()
+        assert dataclasses.exec is codecache._exec  # type: ignore[attr-defined]
+        _module("not_watcher.probe_four")
+        assert seen and set(seen) == {"str"}  # theirs, as they were written
+        seen.clear()
+        _module("watcher._probe_four")
+        assert seen and set(seen) == {"code"}  # ours, compiled here, through theirs
+        codecache.uninstall()
+        assert dataclasses.exec is theirs  # type: ignore[attr-defined]
+    finally:
+        codecache.uninstall()
+        if getattr(dataclasses, "exec", None) is theirs:
+            del dataclasses.exec  # type: ignore[attr-defined]
+        codecache.install()
+    assert dataclasses.exec is codecache._exec  # type: ignore[attr-defined]
+    seen.clear()
+    _module("watcher._probe_four")
+    assert not seen  # theirs is out of the chain again

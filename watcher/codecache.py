@@ -13,8 +13,9 @@ not in it is compiled as before and kept at exit.
 
 Only ``exec`` calls ``dataclasses`` makes for a class of this package are answered
 here (:func:`install` replaces the name ``exec`` in the ``dataclasses`` module by a
-function that passes every other call to the builtin, unchanged): a user's classes,
-in a process that imports the watcher, are made as they always are. Compiled here with
+function that passes every other call on unchanged, to the builtin or to what another
+package put there before): a user's classes, in a process that imports the watcher, are
+made as they always are. Compiled here with
 the flags ``dataclasses`` compiles with (none inherited), each code object is the one
 ``exec`` would have compiled. Nothing here can fail an import: a table that cannot be
 read or trusted is passed over, one that cannot be written is not. The table is code the
@@ -39,7 +40,10 @@ _SUFFIX = ".code"
 _PACKAGE = "watcher"
 
 _used: set[str] = set()  # texts this process asked for
-_builtin_exec = builtins.exec
+# what ``dataclasses`` called before install(): the builtin, or another package's own
+# replacement, which every call goes on to
+_builtin_exec: Any = builtins.exec
+_before: list[Any] = []  # install() found a replacement there: it is put back
 compiled = 0  # texts compiled (not read from the table) by this process
 
 
@@ -48,17 +52,27 @@ def install() -> None:
     per process; a no-op when caching is turned off)."""
     import dataclasses
 
-    if getattr(dataclasses, "exec", None) is _exec or cachefiles.cache_dir() is None:
+    global _builtin_exec
+    current = getattr(dataclasses, "exec", None)
+    if current is _exec or cachefiles.cache_dir() is None:
         return
+    if current is not None:  # another package's: kept in the chain, and put back
+        _before[:] = [current]
+        _builtin_exec = current
     dataclasses.exec = _exec  # type: ignore[attr-defined]
 
 
 def uninstall() -> None:
-    """Put the builtin back (tests)."""
+    """Put back what was there before (tests)."""
+    global _builtin_exec
     import dataclasses
 
     if getattr(dataclasses, "exec", None) is _exec:
-        del dataclasses.exec  # type: ignore[attr-defined]
+        if _before:
+            dataclasses.exec = _before.pop()  # type: ignore[attr-defined]
+        else:
+            del dataclasses.exec  # type: ignore[attr-defined]
+        _builtin_exec = builtins.exec
 
 
 def _ours(globals_: Any) -> bool:
