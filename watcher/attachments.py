@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from orjson import dumps as _dumps
@@ -174,19 +174,25 @@ def _escaped(value: str) -> str:
         return json.dumps(value, ensure_ascii=False)[1:-1]
 
 
-def find_refs(obj: Any) -> set[str]:
-    """Keys of every ``attachment://`` reference left anywhere in ``obj``."""
-    found: set[str] = set()
+def _strings(obj: Any) -> Iterator[str]:
+    """Every string in ``obj`` (nested dicts, lists and tuples), without recursion."""
     stack: list[Any] = [obj]
     while stack:
         value = stack.pop()
         if isinstance(value, str):
-            if ATTACHMENT_PROTOCOL in value:
-                found.update(_REF.findall(value))
+            yield value
         elif isinstance(value, dict):
             stack.extend(value.values())
         elif isinstance(value, list | tuple):
             stack.extend(value)
+
+
+def find_refs(obj: Any) -> set[str]:
+    """Keys of every ``attachment://`` reference left anywhere in ``obj``."""
+    found: set[str] = set()
+    for value in _strings(obj):
+        if ATTACHMENT_PROTOCOL in value:
+            found.update(_REF.findall(value))
     return found
 
 
@@ -208,16 +214,13 @@ def texts_by_hash(obj: Any, wanted: set[str]) -> dict[str, str]:
     so the messages resolve the events' references, each checked by its hash.
     """
     found: dict[str, str] = {}
-    stack: list[Any] = [obj]
-    while stack and len(found) < len(wanted):
-        value = stack.pop()
-        if isinstance(value, str):
-            if len(value) > 100 and ATTACHMENT_PROTOCOL not in value:
-                key = attachment_hash(value)
-                if key in wanted:
-                    found[key] = value
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list | tuple):
-            stack.extend(value)
+    if not wanted:
+        return found
+    for value in _strings(obj):
+        if len(value) > 100 and ATTACHMENT_PROTOCOL not in value:
+            key = attachment_hash(value)
+            if key in wanted:
+                found[key] = value
+                if len(found) >= len(wanted):
+                    break
     return found
