@@ -43,7 +43,6 @@ _used: set[str] = set()  # texts this process asked for
 # what ``dataclasses`` called before install(): the builtin, or another package's own
 # replacement, which every call goes on to
 _builtin_exec: Any = builtins.exec
-_before: list[Any] = []  # install() found a replacement there: it is put back
 compiled = 0  # texts compiled (not read from the table) by this process
 
 
@@ -57,7 +56,6 @@ def install() -> None:
     if current is _exec or cachefiles.cache_dir() is None:
         return
     if current is not None:  # another package's: kept in the chain, and put back
-        _before[:] = [current]
         _builtin_exec = current
     dataclasses.exec = _exec  # type: ignore[attr-defined]
 
@@ -68,10 +66,10 @@ def uninstall() -> None:
     import dataclasses
 
     if getattr(dataclasses, "exec", None) is _exec:
-        if _before:
-            dataclasses.exec = _before.pop()  # type: ignore[attr-defined]
-        else:
+        if _builtin_exec is builtins.exec:
             del dataclasses.exec  # type: ignore[attr-defined]
+        else:
+            dataclasses.exec = _builtin_exec  # type: ignore[attr-defined]
         _builtin_exec = builtins.exec
 
 
