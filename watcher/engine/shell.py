@@ -353,7 +353,7 @@ def _after_heredocs(text: str, pos: int, delims: list[str]) -> int:
     A line that is its delimiter holds it, so only the lines where ``str.find`` meets
     the delimiter are looked at (a Python loop over a written file's every line was a
     fifth of the classifier's time on the shared corpus's commands); the answer is
-    :func:`_after_heredocs_by_line`'s (a test holds them equal)."""
+    reading every line's (a test holds the two equal)."""
     n = len(text)
     for delim in delims:
         at = text.find(delim, pos)
@@ -369,18 +369,6 @@ def _after_heredocs(text: str, pos: int, delims: list[str]) -> int:
             if nl < 0:
                 return n
             at = text.find(delim, nl + 1)
-    return pos
-
-
-def _after_heredocs_by_line(text: str, pos: int, delims: list[str]) -> int:
-    """:func:`_after_heredocs` line by line: its reference in the tests."""
-    for delim in delims:
-        while True:
-            nl = text.find("\n", pos)
-            line = text[pos:] if nl < 0 else text[pos:nl]
-            pos = len(text) if nl < 0 else nl + 1
-            if line.strip() == delim or nl < 0:
-                break
     return pos
 
 
